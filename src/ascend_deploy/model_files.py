@@ -1,0 +1,121 @@
+"""Read a Hugging Face model directory: config.json, the safetensors index, shard headers.
+
+Standard library only. Used by the planner (weight sizes, architecture), the converter
+(which tensors live where) and the simulator (what to load).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from .errors import InputError
+from .safetensors_header import SafetensorsHeader, TensorInfo, read_header
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+MODELSLIM_DESCRIPTION = "quant_model_description.json"
+
+
+def read_json_file(path: str, what: str) -> dict:
+    """Load a JSON object from ``path``; InputError names the file and the problem."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected {what}") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied reading {what}") from None
+    if not raw.strip():
+        raise InputError(f"{path}: {what} is empty")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: {what} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: {what} must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def load_config(model_dir: str) -> dict:
+    """The model's ``config.json`` as a dict."""
+    if not os.path.isdir(model_dir):
+        raise InputError(f"{model_dir}: model directory not found")
+    return read_json_file(os.path.join(model_dir, "config.json"), "config.json")
+
+
+@dataclass
+class WeightLayout:
+    """Where each tensor of a model lives."""
+
+    model_dir: str
+    index: dict | None  # the parsed index file, or None for a single model.safetensors
+    shards: list[str]  # file names relative to model_dir, in index order
+    weight_map: dict[str, str]  # tensor name -> shard file name
+    headers: dict[str, SafetensorsHeader] = field(default_factory=dict)
+
+    def tensor(self, name: str) -> TensorInfo:
+        return self.headers[self.weight_map[name]].tensors[name]
+
+    def tensors(self) -> list[tuple[str, TensorInfo]]:
+        """Every tensor as (shard, info), shard by shard in file order."""
+        out = []
+        for shard in self.shards:
+            out.extend((shard, info) for info in self.headers[shard].tensors.values())
+        return out
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(info.nbytes for _, info in self.tensors())
+
+
+def read_weight_layout(model_dir: str) -> WeightLayout:
+    """Read the index (or the single file) and every shard header, cross-checked.
+
+    Errors: no weights at all, index not JSON or without ``weight_map``, a shard listed
+    in the index but missing, a tensor in the index but not in its shard, and every
+    header problem ``read_header`` reports.
+    """
+    if not os.path.isdir(model_dir):
+        raise InputError(f"{model_dir}: model directory not found")
+    index_path = os.path.join(model_dir, INDEX_NAME)
+    single_path = os.path.join(model_dir, SINGLE_NAME)
+    if os.path.exists(index_path):
+        index = read_json_file(index_path, "safetensors index")
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise InputError(f"{index_path}: no 'weight_map' object in the safetensors index")
+        shards: list[str] = []
+        for name, shard in weight_map.items():
+            if not isinstance(shard, str) or "/" in shard or shard.startswith("."):
+                raise InputError(f"{index_path}: tensor {name!r} maps to invalid file {shard!r}")
+            if shard not in shards:
+                shards.append(shard)
+        layout = WeightLayout(model_dir, index, shards, dict(weight_map))
+        for shard in shards:
+            path = os.path.join(model_dir, shard)
+            if not os.path.exists(path):
+                raise InputError(
+                    f"{path}: shard listed in {INDEX_NAME} is missing; copy the complete model"
+                )
+            layout.headers[shard] = read_header(path)
+        for name, shard in weight_map.items():
+            if name not in layout.headers[shard].tensors:
+                raise InputError(
+                    f"{os.path.join(model_dir, shard)}: tensor {name!r} is listed in "
+                    f"{INDEX_NAME} but not present in this shard"
+                )
+        return layout
+    if os.path.exists(single_path):
+        header = read_header(single_path)
+        weight_map = {name: SINGLE_NAME for name in header.tensors}
+        layout = WeightLayout(model_dir, None, [SINGLE_NAME], weight_map)
+        layout.headers[SINGLE_NAME] = header
+        return layout
+    raise InputError(
+        f"{model_dir}: no {INDEX_NAME} and no {SINGLE_NAME}; "
+        "expected a Hugging Face safetensors model directory"
+    )
