@@ -1,0 +1,163 @@
+"""The HBM budget of one vLLM-Ascend replica: one formula for the planner and the emulator.
+
+vLLM sizes its KV cache after a profiling run (docs, "Engine arguments" /
+``gpu_memory_utilization``; ``Worker.determine_available_memory``):
+
+    KV memory = total x gpu_memory_utilization - (weights + peak activation + non-torch)
+
+and rounds the resulting token count down to whole blocks. This module applies that
+formula to numbers known before the start, per NPU of a replica (MB means MiB, the unit
+``npu-smi`` prints: 65536 MB = 64 GiB):
+
+    kv_budget = HBM_total x utilization - HBM_used_by_others - weights / TP
+                - activation - graph_capture - runtime_reserve - hccl
+    kv_capacity_tokens = floor(kv_budget / (kv_bytes_per_token / TP x block)) x block
+
+``HBM_used_by_others`` is what ``npu-smi`` reports as used on the card before the start
+(it includes the ~3.3 GB a 910B shows at idle, reference peers.md §3.4; torch_npu
+likewise sees only ~61 of 64 GiB). Constants, each in one place (``MemoryModel``):
+
+* ``block_size`` 128: the KV block size vllm-ascend uses on Ascend (its platform sets 128
+  for the NPU attention kernels; the serving brief, vllm-ascend.md §3.3).
+* ``graph_capture_mb`` 2048: memory for captured ACL graphs. GPUStack reserves 2 GiB for
+  CUDA-graph overhead in its vLLM fit estimate (peers.md §3.2, gpustack
+  ``policies/utils.py``); graph capture on Ascend costs extra memory per captured size
+  (peers.md §3.4 item 5, vllm-ascend PR #1503). 0 with ``--enforce-eager``.
+* ``runtime_reserve_mb`` 1024: CANN runtime context, ATB/ACL workspaces and allocator
+  fragmentation that the profiling peak does not show. No published figure: an
+  engineering allowance, chosen so that the planner fails Qwen3-14B BF16 on a 32 GB
+  910B4 as vLLM-Ascend does ("Available KV cache memory: -0.87 GiB", vllm-ascend #9372).
+* ``hccl_buffsize_mb`` 200 x 2 (send and receive) per communicator, ``hccl_communicators``
+  2 (the TP group and the world group), only when TP > 1: CANN documents the
+  HCCL_BUFFSIZE default of 200 MB and "each communicator occupies 2 x HCCL_BUFFSIZE"
+  (hiascend.com CANN env reference envref_07_0080).
+* Peak activation of the profiling run, estimated from the shapes:
+  ``profile_batched_tokens`` x (4 x hidden + 2 x intermediate / TP) x dtype bytes for the
+  residual stream, attention and MLP intermediates, plus the sampler's float32 logits and
+  probabilities, max_num_seqs x vocab x 8 bytes. ``profile_batched_tokens`` 8192 is the
+  largest default ``max_num_batched_tokens`` of vLLM's V1 online server (2048 or 8192
+  depending on the device), so the estimate errs high.
+
+Planning policy constants:
+
+* ``default_max_num_seqs`` 256: vLLM's default ``--max-num-seqs``; never planned higher.
+* ``expected_avg_context_tokens`` 4096: the context a running sequence is assumed to hold
+  on average. ``max_num_seqs`` = KV capacity // min(max_model_len, 4096), at least 1,
+  at most 256: the planned concurrency fits the cache without preemption storms
+  (pitfall 6, error-signatures.md).
+* ``min_model_len`` 2048: when ``max_model_len`` is lowered automatically it is not
+  lowered below this (or below the model's own limit, if that is smaller); a card that
+  cannot hold that is reported as infeasible instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Constants of the budget; see the module docstring for each source."""
+
+    block_size: int = 128
+    graph_capture_mb: int = 2048
+    runtime_reserve_mb: int = 1024
+    hccl_buffsize_mb: int = 200
+    hccl_communicators: int = 2
+    profile_batched_tokens: int = 8192
+    default_max_num_seqs: int = 256
+    expected_avg_context_tokens: int = 4096
+    min_model_len: int = 2048
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def kv_bytes_per_token_per_npu(self, model: dict, tp: int) -> int:
+        """KV bytes per token on one NPU: each rank holds kv_heads / TP heads (at least 1)."""
+        heads_per_npu = max(1, model["num_key_value_heads"] // tp)
+        return (
+            2
+            * model["num_hidden_layers"]
+            * heads_per_npu
+            * model["head_dim"]
+            * model.get("kv_dtype_bytes", 2)
+        )
+
+    def activation_mb(self, model: dict, tp: int, max_num_seqs: int | None = None) -> int:
+        """Estimated peak activation of the profiling run on one NPU, in MB."""
+        seqs = max_num_seqs or self.default_max_num_seqs
+        dtype_bytes = model.get("kv_dtype_bytes", 2)
+        hidden = model["hidden_size"]
+        inter = model.get("intermediate_size") or 4 * hidden
+        stream = self.profile_batched_tokens * (4 * hidden + 2 * inter // tp) * dtype_bytes
+        sampler = seqs * model["vocab_size"] * 8
+        return -(-(stream + sampler) // MIB)
+
+    def budget(
+        self,
+        model: dict,
+        hbm_total_mb: int,
+        hbm_used_mb: int,
+        gpu_memory_utilization: float,
+        tp: int = 1,
+        enforce_eager: bool = False,
+        max_num_seqs: int | None = None,
+    ) -> dict:
+        """The per-NPU budget breakdown (MB) and the KV capacity in tokens of one replica.
+
+        ``model`` is ``model_info.inspect_model(...)``'s result (it needs the architecture
+        fields and ``weight_bytes_served``).
+        """
+        usable = int(hbm_total_mb * gpu_memory_utilization)
+        weights = -(-model["weight_bytes_served"] // (tp * MIB))
+        activation = self.activation_mb(model, tp, max_num_seqs)
+        graph = 0 if enforce_eager else self.graph_capture_mb
+        hccl = self.hccl_buffsize_mb * 2 * self.hccl_communicators if tp > 1 else 0
+        kv_budget = (
+            usable - hbm_used_mb - weights - activation - graph - self.runtime_reserve_mb - hccl
+        )
+        per_token = self.kv_bytes_per_token_per_npu(model, tp)
+        return {
+            "hbm_total_mb": hbm_total_mb,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "usable_mb": usable,
+            "used_by_others_mb": hbm_used_mb,
+            "free_for_vllm_mb": usable - hbm_used_mb,
+            "weights_per_npu_mb": weights,
+            "activation_mb": activation,
+            "graph_capture_mb": graph,
+            "runtime_reserve_mb": self.runtime_reserve_mb,
+            "hccl_mb": hccl,
+            "kv_budget_mb": kv_budget,
+            "kv_bytes_per_token_per_npu": per_token,
+            "kv_capacity_tokens": tokens_in(kv_budget * MIB, per_token, self.block_size),
+        }
+
+
+DEFAULT_MODEL = MemoryModel()
+
+
+def tokens_in(kv_bytes: int, bytes_per_token: int, block_size: int = 128) -> int:
+    """Whole KV blocks that fit in ``kv_bytes``, as a token count (0 when nothing fits)."""
+    if kv_bytes <= 0:
+        return 0
+    return (kv_bytes // (bytes_per_token * block_size)) * block_size
+
+
+def kv_capacity_tokens(
+    model: dict,
+    hbm_total_mb: int,
+    hbm_used_mb: int,
+    gpu_memory_utilization: float,
+    tp: int = 1,
+    enforce_eager: bool = False,
+    max_num_seqs: int | None = None,
+    memory_model: MemoryModel = DEFAULT_MODEL,
+) -> int:
+    """KV tokens one replica can hold: the number the planner sizes against and the
+    emulated vLLM reports at start ("GPU KV cache size: N tokens")."""
+    return memory_model.budget(
+        model, hbm_total_mb, hbm_used_mb, gpu_memory_utilization, tp, enforce_eager, max_num_seqs
+    )["kv_capacity_tokens"]

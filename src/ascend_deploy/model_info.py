@@ -1,0 +1,188 @@
+"""Model facts for planning: architecture, quantization and weight bytes as served.
+
+Standard library only. Reads ``config.json`` (or its ``text_config`` for multimodal
+wrappers), ``quant_model_description.json`` (ModelSlim) and the safetensors shard headers.
+
+Weight bytes "served" are what the NPU holds after the deployment's preparation: on
+hardware without FP8 compute (Atlas A2/A3, 310P) a block-FP8 checkpoint is converted to
+BF16, so every F8 weight doubles and the ``*_scale_inv`` tensors disappear
+(reference fp8.md §0 and §4; vllm-ascend.md §4.2). For Qwen3-4B-FP8 that is 650 tensors /
+4,412,063,872 bytes on disk and 398 tensors / 8,044,936,192 bytes served.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import InputError
+from .model_files import MODELSLIM_DESCRIPTION, load_config, read_json_file, read_weight_layout
+
+FP8_DTYPES = frozenset({"F8_E4M3", "F8_E5M2"})
+SCALE_SUFFIX = "_scale_inv"
+# KV-cache element size follows the model dtype (vLLM kv_cache_dtype "auto").
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+# Names some configs use instead of max_position_embeddings.
+_POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
+
+
+def _arch_section(config: dict, path: str) -> dict:
+    """The dict that holds the decoder dimensions (top level or ``text_config``)."""
+    if "num_hidden_layers" in config:
+        return config
+    text = config.get("text_config")
+    if isinstance(text, dict) and "num_hidden_layers" in text:
+        return text
+    raise InputError(
+        f"{path}: no 'num_hidden_layers' (top level or text_config); "
+        "not a decoder-only language model config"
+    )
+
+
+def _positive_int(section: dict, key: str, path: str, required: bool = True) -> int | None:
+    value = section.get(key)
+    if value is None:
+        if required:
+            raise InputError(f"{path}: required field '{key}' is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"{path}: '{key}' must be a positive integer, got {value!r}")
+    return value
+
+
+def read_architecture(config: dict, path: str = "config.json") -> dict:
+    """The architecture facts of a parsed config.json, validated."""
+    sec = _arch_section(config, path)
+    layers = _positive_int(sec, "num_hidden_layers", path)
+    heads = _positive_int(sec, "num_attention_heads", path)
+    hidden = _positive_int(sec, "hidden_size", path)
+    vocab = _positive_int(sec, "vocab_size", path)
+    kv_heads = _positive_int(sec, "num_key_value_heads", path, required=False) or heads
+    head_dim = _positive_int(sec, "head_dim", path, required=False)
+    if head_dim is None:
+        assert hidden is not None and heads is not None
+        if hidden % heads:
+            raise InputError(
+                f"{path}: no 'head_dim' and hidden_size {hidden} is not divisible by "
+                f"num_attention_heads {heads}"
+            )
+        head_dim = hidden // heads
+    max_pos = None
+    for key in _POSITION_KEYS:
+        if sec.get(key) is not None:
+            max_pos = _positive_int(sec, key, path)
+            break
+    if max_pos is None:
+        raise InputError(f"{path}: no 'max_position_embeddings'; cannot bound the context length")
+    assert heads is not None and kv_heads is not None
+    if heads % kv_heads:
+        raise InputError(
+            f"{path}: num_attention_heads {heads} is not a multiple of "
+            f"num_key_value_heads {kv_heads}"
+        )
+    dtype = sec.get("torch_dtype", sec.get("dtype", config.get("torch_dtype", "bfloat16")))
+    if not isinstance(dtype, str):
+        raise InputError(f"{path}: 'torch_dtype' must be a string, got {dtype!r}")
+    model_type = config.get("model_type", sec.get("model_type"))
+    return {
+        "model_type": model_type if isinstance(model_type, str) else None,
+        "architectures": config.get("architectures")
+        if isinstance(config.get("architectures"), list)
+        else [],
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "hidden_size": hidden,
+        "intermediate_size": _positive_int(sec, "intermediate_size", path, required=False),
+        "vocab_size": vocab,
+        "max_position_embeddings": max_pos,
+        "torch_dtype": dtype,
+        "tie_word_embeddings": bool(
+            sec.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
+        ),
+    }
+
+
+def kv_bytes_per_token(arch: dict, kv_dtype_bytes: int = 2) -> int:
+    """KV-cache bytes one token occupies: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
+    return (
+        2
+        * arch["num_hidden_layers"]
+        * arch["num_key_value_heads"]
+        * arch["head_dim"]
+        * kv_dtype_bytes
+    )
+
+
+def _quantization(config: dict, model_dir: str, cfg_path: str) -> tuple[str | None, list | None]:
+    desc = os.path.join(model_dir, MODELSLIM_DESCRIPTION)
+    if os.path.exists(desc):
+        read_json_file(desc, "ModelSlim quantization description")  # must be a JSON object
+        return "ascend", None
+    qc = config.get("quantization_config")
+    if qc is None:
+        return None, None
+    if not isinstance(qc, dict):
+        raise InputError(f"{cfg_path}: 'quantization_config' must be an object, got {qc!r}")
+    method = qc.get("quant_method")
+    if not isinstance(method, str) or not method:
+        raise InputError(f"{cfg_path}: quantization_config has no 'quant_method' string")
+    block = qc.get("weight_block_size")
+    if block is not None and (
+        not isinstance(block, list)
+        or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
+    ):
+        raise InputError(
+            f"{cfg_path}: quantization_config.weight_block_size must be a list of positive "
+            f"integers, got {block!r}"
+        )
+    return method.lower(), block
+
+
+def inspect_model(model_dir: str, fp8_native: bool = False) -> dict:
+    """Architecture, quantization and weight sizes of a Hugging Face model directory.
+
+    ``fp8_native``: the target hardware computes in FP8 (Ascend 950), so an FP8
+    checkpoint is served as it is; otherwise (A2/A3, the default) it is converted to BF16.
+    Raises InputError for a missing or malformed config, index or shard.
+    """
+    cfg_path = os.path.join(model_dir, "config.json")
+    config = load_config(model_dir)
+    facts = read_architecture(config, cfg_path)
+    dtype_bytes = _DTYPE_BYTES.get(facts["torch_dtype"].lower(), 2)
+    quant_method, block = _quantization(config, model_dir, cfg_path)
+
+    layout = read_weight_layout(model_dir)
+    on_disk = served = 0
+    count = served_count = 0
+    fp8_tensors = 0
+    for _shard, info in layout.tensors():
+        count += 1
+        on_disk += info.nbytes
+        if info.dtype in FP8_DTYPES:
+            fp8_tensors += 1
+    needs_conversion = quant_method == "fp8" and fp8_tensors > 0 and not fp8_native
+    for _shard, info in layout.tensors():
+        if needs_conversion and info.name.endswith(SCALE_SUFFIX):
+            continue
+        served_count += 1
+        if needs_conversion and info.dtype in FP8_DTYPES:
+            served += info.numel * 2  # BF16
+        else:
+            served += info.nbytes
+    facts.update(
+        {
+            "quant_method": quant_method,
+            "weight_block_size": block,
+            "weight_bytes_on_disk": on_disk,
+            "weight_bytes_served": served,
+            "needs_conversion": needs_conversion,
+            "tensor_count": count,
+            "served_tensor_count": served_count,
+            "fp8_tensor_count": fp8_tensors,
+            "kv_dtype_bytes": dtype_bytes,
+            "kv_bytes_per_token": kv_bytes_per_token(facts, dtype_bytes),
+            "shards": list(layout.shards),
+        }
+    )
+    return facts

@@ -1,0 +1,355 @@
+"""Write synthetic Qwen3 dense checkpoints (BF16 or block-FP8) in the Hugging Face layout.
+
+Used by the unit tests, the converter benchmark, the simulator and the Ansible scenarios.
+The tensor names, shapes and dtypes are those of the real Qwen3 checkpoints; the values
+are synthetic.
+
+``data="sparse"`` writes the safetensors headers and extends each file over its data with
+``truncate`` (a hole: no disk blocks, no time), so a full Qwen3-4B layout costs nothing.
+It needs the standard library only, and every value reads back as zero (FP8 zero, scale
+zero). ``data="random"`` fills FP8 weights with random bytes other than the NaN codes
+0x7F/0xFF, BF16 tensors with finite values of realistic magnitude and scales with
+positive finite values; it imports numpy (and ml_dtypes for BF16/F16 scales) lazily.
+
+Architecture sources (real config.json files, copied into public repositories):
+  * Qwen3-0.6B: verbatim config in a public model report (code index id 62516112186) and
+    a Rust test fixture (id 55067907171); tie_word_embeddings true.
+  * Qwen3-1.7B: shape and tie from /work/shared/reference/fp8.md §1.5 and a transformers-5
+    dump of the config (code index id 70262832084): 2048/6144/28 layers/16:8 heads, tied.
+  * Qwen3-4B, 8B, 14B, 32B: verbatim configs collected in citsjtu2020/LLM-Prof
+    ``sglang/Model_Config.md``; 4B also in fp8.md §1.2. 8B/14B/32B have an lm_head.
+  * FP8 ``quantization_config`` (same for every Qwen3 dense FP8 repo): fp8.md §1.2.
+  * Tensor names and per-layer FP8 treatment: fp8.md §1.4.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from typing import Any
+
+# Fields shared by every Qwen3 dense config.json (fp8.md §1.2; LLM-Prof Model_Config.md).
+_COMMON: dict[str, Any] = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "initializer_range": 0.02,
+    "max_position_embeddings": 40960,
+    "model_type": "qwen3",
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "sliding_window": None,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+
+
+def _arch(hidden: int, inter: int, layers: int, heads: int, kv: int, tie: bool) -> dict:
+    cfg = dict(_COMMON)
+    cfg.update(
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        max_window_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        tie_word_embeddings=tie,
+    )
+    return dict(sorted(cfg.items()))
+
+
+# name -> the model's config.json (BF16 release; the FP8 release adds quantization_config)
+QWEN3_ARCHS: dict[str, dict] = {
+    "qwen3-0.6b": _arch(1024, 3072, 28, 16, 8, True),
+    "qwen3-1.7b": _arch(2048, 6144, 28, 16, 8, True),
+    "qwen3-4b": _arch(2560, 9728, 36, 32, 8, True),
+    "qwen3-8b": _arch(4096, 12288, 36, 32, 8, False),
+    "qwen3-14b": _arch(5120, 17408, 40, 40, 8, False),
+    "qwen3-32b": _arch(5120, 25600, 64, 64, 8, False),
+}
+
+FP8_QUANTIZATION_CONFIG: dict[str, Any] = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
+}
+
+GENERATION_CONFIG: dict[str, Any] = {  # fp8.md §1.3
+    "bos_token_id": 151643,
+    "do_sample": True,
+    "eos_token_id": [151645, 151643],
+    "pad_token_id": 151643,
+    "temperature": 0.6,
+    "top_k": 20,
+    "top_p": 0.95,
+    "transformers_version": "4.51.0",
+}
+
+TOKENIZER_CONFIG: dict[str, Any] = {
+    "bos_token": None,
+    "clean_up_tokenization_spaces": False,
+    "eos_token": "<|im_end|>",
+    "model_max_length": 131072,
+    "pad_token": "<|endoftext|>",
+    "split_special_tokens": False,
+    "tokenizer_class": "Qwen2Tokenizer",
+    "unk_token": None,
+}
+
+_SIZES = {"F8_E4M3": 1, "BF16": 2, "F16": 2, "F32": 4}
+SCALE_DTYPES = ("BF16", "F16", "F32")
+# HF save_pretrained splits at max_shard_size; 4 GB keeps the FP8 4B model in 2 shards.
+DEFAULT_SHARD_BYTES = 4_000_000_000
+_CHUNK_ELEMENTS = 1 << 24  # random data is generated and written in chunks of this size
+
+TensorSpec = tuple[str, str, tuple[int, ...]]
+
+
+def resolve_arch(arch: str | dict, layers: int | None = None) -> dict:
+    """The config dict for ``arch`` (a QWEN3_ARCHS name or a config dict), ``layers`` applied."""
+    if isinstance(arch, str):
+        key = arch.lower()
+        if key not in QWEN3_ARCHS:
+            raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(QWEN3_ARCHS)}")
+        cfg = dict(QWEN3_ARCHS[key])
+    elif isinstance(arch, dict):
+        cfg = dict(arch)
+    else:
+        raise TypeError(f"arch must be a name or a config dict, got {type(arch).__name__}")
+    if layers is not None:
+        if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+            raise ValueError(f"layers must be a positive integer, got {layers!r}")
+        cfg["num_hidden_layers"] = layers
+        cfg["max_window_layers"] = layers
+    return cfg
+
+
+def qwen3_tensors(arch: dict, fp8_block: tuple[int, int] | None) -> list[TensorSpec]:
+    """Every tensor of a Qwen3 dense checkpoint as (name, safetensors dtype, shape).
+
+    With ``fp8_block`` the seven linear weights of each layer are F8_E4M3 and each gets a
+    ``weight_scale_inv`` of shape [ceil(out/bo), ceil(in/bi)] (dtype "BF16" here; the
+    writer substitutes the requested scale dtype). Order: embeddings, layer by layer,
+    final norm, lm_head (only when the embeddings are not tied).
+    """
+    hidden = arch["hidden_size"]
+    inter = arch["intermediate_size"]
+    heads = arch["num_attention_heads"]
+    kv = arch.get("num_key_value_heads", heads)
+    head_dim = arch.get("head_dim") or hidden // heads
+    vocab = arch["vocab_size"]
+    linear_dtype = "F8_E4M3" if fp8_block else "BF16"
+    out: list[TensorSpec] = [("model.embed_tokens.weight", "BF16", (vocab, hidden))]
+    linears = [
+        ("self_attn.q_proj", (heads * head_dim, hidden)),
+        ("self_attn.k_proj", (kv * head_dim, hidden)),
+        ("self_attn.v_proj", (kv * head_dim, hidden)),
+        ("self_attn.o_proj", (hidden, heads * head_dim)),
+        ("mlp.gate_proj", (inter, hidden)),
+        ("mlp.up_proj", (inter, hidden)),
+        ("mlp.down_proj", (hidden, inter)),
+    ]
+    for i in range(arch["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        layer: list[TensorSpec] = [
+            (p + "input_layernorm.weight", "BF16", (hidden,)),
+            (p + "post_attention_layernorm.weight", "BF16", (hidden,)),
+            (p + "self_attn.q_norm.weight", "BF16", (head_dim,)),
+            (p + "self_attn.k_norm.weight", "BF16", (head_dim,)),
+        ]
+        for module, shape in linears:
+            layer.append((f"{p}{module}.weight", linear_dtype, shape))
+            if fp8_block:
+                bo, bi = fp8_block
+                scale = (math.ceil(shape[0] / bo), math.ceil(shape[1] / bi))
+                layer.append((f"{p}{module}.weight_scale_inv", "BF16", scale))
+        out.extend(sorted(layer))
+    out.append(("model.norm.weight", "BF16", (hidden,)))
+    if not arch.get("tie_word_embeddings", False):
+        out.append(("lm_head.weight", "BF16", (vocab, hidden)))
+    return out
+
+
+def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:
+    return math.prod(shape) * _SIZES[dtype]
+
+
+def _split_shards(specs: list[TensorSpec], shard_bytes: int) -> list[list[TensorSpec]]:
+    shards: list[list[TensorSpec]] = [[]]
+    size = 0
+    for spec in specs:
+        n = _nbytes(spec[1], spec[2])
+        if shards[-1] and size + n > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(spec)
+        size += n
+    return shards
+
+
+def _header_bytes(specs: list[TensorSpec]) -> bytes:
+    doc: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, dtype, shape in specs:
+        end = offset + _nbytes(dtype, shape)
+        doc[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, end]}
+        offset = end
+    raw = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)  # the data section starts 8-byte aligned
+    return struct.pack("<Q", len(raw)) + raw
+
+
+class _RandomFill:
+    """Chunked generators of plausible tensor data (numpy imported only when used)."""
+
+    def __init__(self, seed: int) -> None:
+        import numpy as np
+
+        self.np = np
+        self.rng = np.random.default_rng(seed)
+        # BF16 tensors (embeddings, lm_head, norms) are passed through unchanged by a
+        # converter, so they are cut from two pre-generated pools at random offsets
+        # instead of generating ~1 GB of fresh randomness per model.
+        self._pools = {
+            norm: memoryview(self._bf16_bits(2 * _CHUNK_ELEMENTS, norm)) for norm in (False, True)
+        }
+
+    def fp8(self, count: int) -> bytes:
+        # Random codes; 0x7F/0xFF (NaN in e4m3fn) become 0x7E/0xFE (+-448), so none occur.
+        v = self.np.frombuffer(self.rng.bytes(count), dtype=self.np.uint8).copy()
+        v[(v & 0x7F) == 0x7F] ^= 1
+        return v.tobytes()
+
+    def bf16(self, count: int, norm: bool) -> memoryview:
+        start = int(self.rng.integers(0, _CHUNK_ELEMENTS + 1))
+        return self._pools[norm][2 * start : 2 * (start + count)]
+
+    def _bf16_bits(self, count: int, norm: bool) -> bytes:
+        np = self.np
+        b = np.frombuffer(self.rng.bytes(2 * count), dtype="<u2")
+        if norm:  # RMSNorm weights near 1.0: sign +, exponent 127, random low mantissa bits
+            bits = (b & np.uint16(0x001F)) | np.uint16(127 << 7)
+        else:  # random sign and mantissa, exponent 119..122: magnitudes 2**-8 .. 2**-4
+            exp = (np.uint16(119) + ((b >> np.uint16(7)) & np.uint16(3))) << np.uint16(7)
+            bits = (b & np.uint16(0x807F)) | exp
+        return bits.astype("<u2").tobytes()
+
+    def scale(self, count: int, dtype: str) -> bytes:
+        np = self.np
+        # amax/448 for weights of magnitude ~0.01-0.1: positive, finite, normal in F16 too.
+        values = self.rng.uniform(2.0e-5, 2.0e-4, count).astype(np.float32)
+        if dtype == "F32":
+            return values.astype("<f4").tobytes()
+        if dtype == "F16":
+            return values.astype("<f2").tobytes()
+        import ml_dtypes
+
+        return values.astype(ml_dtypes.bfloat16).tobytes()
+
+
+def _write_shard(path: str, specs: list[TensorSpec], data: str, filler: _RandomFill | None) -> int:
+    header = _header_bytes(specs)
+    total = len(header) + sum(_nbytes(d, s) for _, d, s in specs)
+    with open(path, "wb") as fh:
+        fh.write(header)
+        if data == "sparse":
+            fh.truncate(total)
+            return total
+        assert filler is not None
+        for name, dtype, shape in specs:
+            remaining = math.prod(shape)
+            while remaining:
+                n = min(remaining, _CHUNK_ELEMENTS)
+                if dtype == "F8_E4M3":
+                    fh.write(filler.fp8(n))
+                elif name.endswith("_scale_inv"):
+                    fh.write(filler.scale(n, dtype))
+                else:
+                    fh.write(filler.bf16(n, norm=name.endswith("norm.weight")))
+                remaining -= n
+    return total
+
+
+def write_checkpoint(
+    out_dir: str,
+    arch: str | dict = "qwen3-4b",
+    layers: int | None = None,
+    fp8: bool = True,
+    scale_dtype: str = "BF16",
+    data: str = "random",
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    seed: int = 0,
+) -> dict:
+    """Write a complete model directory and return a summary of what was written.
+
+    Files: config.json (with ``quantization_config`` when ``fp8``), generation_config.json,
+    tokenizer_config.json, model.safetensors.index.json and
+    ``model-0000i-of-0000N.safetensors`` shards of at most ``shard_bytes`` data bytes each
+    (a single tensor larger than that gets a shard of its own).
+    """
+    if data not in ("random", "sparse"):
+        raise ValueError(f"data must be 'random' or 'sparse', got {data!r}")
+    if scale_dtype not in SCALE_DTYPES:
+        raise ValueError(f"scale_dtype must be one of {SCALE_DTYPES}, got {scale_dtype!r}")
+    if not isinstance(shard_bytes, int) or shard_bytes < 1:
+        raise ValueError(f"shard_bytes must be a positive integer, got {shard_bytes!r}")
+    cfg = resolve_arch(arch, layers)
+    block = tuple(FP8_QUANTIZATION_CONFIG["weight_block_size"]) if fp8 else None
+    specs = [
+        (n, scale_dtype if n.endswith("_scale_inv") else d, s)
+        for n, d, s in qwen3_tensors(cfg, block)  # type: ignore[arg-type]
+    ]
+    if fp8:
+        cfg["quantization_config"] = dict(FP8_QUANTIZATION_CONFIG)
+    os.makedirs(out_dir, exist_ok=True)
+    _write_json(os.path.join(out_dir, "config.json"), cfg)
+    _write_json(os.path.join(out_dir, "generation_config.json"), GENERATION_CONFIG)
+    _write_json(os.path.join(out_dir, "tokenizer_config.json"), TOKENIZER_CONFIG)
+
+    groups = _split_shards(specs, shard_bytes)
+    filler = _RandomFill(seed) if data == "random" else None
+    weight_map: dict[str, str] = {}
+    shard_names: list[str] = []
+    for i, group in enumerate(groups, start=1):
+        name = f"model-{i:05d}-of-{len(groups):05d}.safetensors"
+        _write_shard(os.path.join(out_dir, name), group, data, filler)
+        shard_names.append(name)
+        weight_map.update((spec[0], name) for spec in group)
+    total_size = sum(_nbytes(d, s) for _, d, s in specs)
+    index = {
+        "metadata": {"total_size": total_size},
+        "weight_map": dict(sorted(weight_map.items())),
+    }
+    _write_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
+
+    served = [
+        (n, "BF16" if d == "F8_E4M3" else d, s) for n, d, s in specs if not n.endswith("_scale_inv")
+    ]
+    return {
+        "out_dir": out_dir,
+        "config": cfg,
+        "fp8": fp8,
+        "data": data,
+        "shards": shard_names,
+        "tensor_count": len(specs),
+        "total_size": total_size,
+        "served_tensor_count": len(served),
+        "served_total_size": sum(_nbytes(d, s) for _, d, s in served),
+    }
+
+
+def _write_json(path: str, doc: dict) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2)
+        fh.write("\n")

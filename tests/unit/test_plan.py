@@ -1,0 +1,525 @@
+"""The serving planner: TP, memory, context length, quantization, env rules, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ascend_deploy import memory_model
+from ascend_deploy.cli import main
+from ascend_deploy.errors import CheckFailed, InputError
+from ascend_deploy.model_info import inspect_model
+from ascend_deploy.plan import load_rules, make_plan, parse_version, valid_tp_sizes
+from ascend_sim.checkpoints import write_checkpoint
+
+GB64, GB32 = 65536, 32768
+IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (peers.md §3.4)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for key, arch, fp8 in [
+        ("4b-fp8", "qwen3-4b", True),
+        ("4b-bf16", "qwen3-4b", False),
+        ("14b-fp8", "qwen3-14b", True),
+        ("32b-bf16", "qwen3-32b", False),
+    ]:
+        out[key] = str(root / key)
+        write_checkpoint(out[key], arch, fp8=fp8, data="sparse")
+    return out
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_qwen3_4b_fp8_on_one_64gb_910b(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
+    assert plan["feasible"] and plan["reasons"] == []
+    assert plan["kv_bytes_per_token"] == 147_456
+    assert plan["model"]["weight_bytes_served"] == 8_044_936_192
+    assert plan["model"]["needs_conversion"] is True
+    assert plan["tp"] == 1 and plan["replicas"] == 1
+    assert plan["max_model_len"] == 40960
+    assert 1 <= plan["max_num_seqs"] <= 256
+    argv = plan["argv"]
+    assert argv[:3] == ["vllm", "serve", models["4b-fp8"] + "-bf16"]  # the converted copy
+    assert flag(argv, "--max-model-len") == "40960"
+    assert flag(argv, "--tensor-parallel-size") == "1"
+    assert "--quantization" not in argv
+    assert plan["conversion"] == {
+        "required": True,
+        "source": models["4b-fp8"],
+        "target": models["4b-fp8"] + "-bf16",
+    }
+    mem = plan["memory"]
+    assert mem["weights_per_npu_mb"] == -(-8_044_936_192 // 2**20)
+    assert mem["kv_budget_mb"] == (
+        int(GB64 * 0.9)
+        - IDLE_USED
+        - mem["weights_per_npu_mb"]
+        - mem["activation_mb"]
+        - mem["graph_capture_mb"]
+        - mem["runtime_reserve_mb"]
+        - mem["hccl_mb"]
+    )
+    assert plan["kv_capacity_tokens"] % 128 == 0
+    assert plan["kv_capacity_tokens"] == (mem["kv_budget_mb"] * 2**20 // (147_456 * 128)) * 128
+
+
+def test_one_replica_per_npu_when_the_model_fits_one_card(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8)
+    assert plan["tp"] == 1 and plan["replicas"] == 8
+    assert plan["devices_per_replica"] == [[i] for i in range(8)]
+    launches = plan["replica_launch"]
+    assert [launch["port"] for launch in launches] == list(range(8000, 8008))
+    assert [launch["env"]["ASCEND_RT_VISIBLE_DEVICES"] for launch in launches] == [
+        str(i) for i in range(8)
+    ]
+    assert all("HCCL_OP_EXPANSION_MODE" not in launch["env"] for launch in launches)
+
+
+def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(models):
+    with pytest.raises(CheckFailed) as err:
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, npus=4, tp=3)
+    msg = str(err.value)
+    assert "tensor parallel size 3" in msg
+    assert "num_attention_heads 32" in msg and "num_key_value_heads 8" in msg
+    assert "valid sizes: 1, 2, 4, 8" in msg
+    assert valid_tp_sizes(40, 8) == [1, 2, 4, 8]
+    assert valid_tp_sizes(16, 8) == [1, 2, 4, 8]
+    assert valid_tp_sizes(28, 4) == [1, 2, 4]
+
+
+def test_tp_larger_than_npus(models):
+    with pytest.raises(CheckFailed, match="tensor parallel size 4 needs 4 NPUs but --npus is 2"):
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, npus=2, tp=4)
+
+
+def test_pinned_max_model_len_above_the_model_limit(models):
+    with pytest.raises(CheckFailed) as err:
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, max_model_len=65536)
+    assert "--max-model-len 65536" in str(err.value)
+    assert "max_position_embeddings 40960" in str(err.value)
+
+
+def test_fp8_14b_fits_a_64gb_card_but_not_a_32gb_card(models):
+    """16 GB of FP8 looks like it fits 32 GB; converted to BF16 it is 29.5 GB (pitfall 2)."""
+    big = make_plan(models["14b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
+    assert big["feasible"] and big["tp"] == 1 and big["max_model_len"] == 40960
+    small = make_plan(models["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000)
+    assert not small["feasible"]
+    assert (
+        "weights need 28169 MB per NPU at TP 1 but only 26491 MB of HBM are free"
+        in (small["reasons"][0])
+    )
+    assert "valid larger sizes need more NPUs: 2, 4, 8" in small["reasons"][1]
+    two = make_plan(models["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000, npus=2)
+    assert two["feasible"] and two["tp"] == 2 and two["replicas"] == 1
+    assert two["env"]["HCCL_OP_EXPANSION_MODE"] == "AIV"
+    assert two["memory"]["hccl_mb"] == 800
+    assert two["devices_per_replica"] == [[0, 1]]
+
+
+def test_4b_on_32gb_and_64gb_cards(models):
+    p64 = make_plan(models["4b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
+    p32 = make_plan(models["4b-bf16"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED)
+    assert p64["feasible"] and p32["feasible"]
+    assert p64["max_model_len"] == p32["max_model_len"] == 40960
+    assert p32["kv_capacity_tokens"] < p64["kv_capacity_tokens"]
+    assert p32["max_num_seqs"] < p64["max_num_seqs"]
+    # the difference is exactly the HBM: 0.9 x 32768 MB of KV budget
+    diff = p64["memory"]["kv_budget_mb"] - p32["memory"]["kv_budget_mb"]
+    extra_activation = p32["memory"]["activation_mb"] - p64["memory"]["activation_mb"]
+    assert diff == int(GB64 * 0.9) - int(GB32 * 0.9) + extra_activation
+
+
+def test_unpinned_max_model_len_is_lowered_to_the_kv_capacity(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)
+    assert plan["feasible"]
+    assert plan["max_model_len"] < 40960
+    assert plan["max_model_len"] == plan["kv_capacity_tokens"]
+    assert plan["max_model_len"] % 128 == 0
+    assert any("max_model_len lowered from the model's 40960" in n for n in plan["notes"])
+    assert flag(plan["argv"], "--max-model-len") == str(plan["max_model_len"])
+
+
+def test_pinned_max_model_len_that_does_not_fit_fails_with_numbers(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000, max_model_len=40960)
+    assert not plan["feasible"]
+    cap = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)["kv_capacity_tokens"]
+    reason = plan["reasons"][0]
+    assert f"--max-model-len 40960 does not fit: the KV cache holds {cap} tokens" in reason
+    assert f"lower --max-model-len to {cap} or less" in reason
+
+
+def test_pinned_max_num_seqs_beyond_capacity(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=256)
+    assert not plan["feasible"]
+    assert "--max-num-seqs 256 plans 256 x 4096" in plan["reasons"][0]
+    ok = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=8)
+    assert ok["feasible"] and ok["max_num_seqs"] == 8
+
+
+def test_no_room_at_all(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=20000)
+    assert not plan["feasible"]
+    assert (
+        "no HBM left for the KV cache" in plan["reasons"][0]
+        or "weights need" in (plan["reasons"][0])
+    )
+
+
+def test_32b_picks_the_smallest_tp_that_fits_and_fills_the_host(models):
+    plan = make_plan(models["32b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8)
+    assert plan["feasible"] and plan["tp"] == 2 and plan["replicas"] == 4
+    assert plan["devices_per_replica"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    ports = [launch["env"]["HCCL_IF_BASE_PORT"] for launch in plan["replica_launch"]]
+    assert len(set(ports)) == 4
+    assert [launch["env"]["ASCEND_RT_VISIBLE_DEVICES"] for launch in plan["replica_launch"]] == [
+        "0,1",
+        "2,3",
+        "4,5",
+        "6,7",
+    ]
+
+
+def test_quantization_ascend_refused_on_fp8_and_bf16(models):
+    with pytest.raises(CheckFailed) as err:
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, quantization="ascend")
+    assert "quant_model_description.json" in str(err.value)
+    assert "FP8 checkpoint" in str(err.value)
+    with pytest.raises(CheckFailed, match="float \\(unquantized\\) model"):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, quantization="ascend")
+    with pytest.raises(CheckFailed, match="has no FP8 compute"):
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, quantization="fp8")
+    with pytest.raises(CheckFailed, match="does not match"):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, quantization="awq")
+
+
+def test_quantization_ascend_accepted_with_modelslim_description(tmp_path):
+    d = tmp_path / "Qwen3-4B-w8a8"
+    write_checkpoint(str(d), "qwen3-4b", fp8=False, data="sparse")
+    (d / "quant_model_description.json").write_text(json.dumps({"model_quant_type": "W8A8"}))
+    for requested in ("ascend", None):  # explicit, and added automatically
+        plan = make_plan(str(d), hbm_total_mb=GB64, quantization=requested)
+        assert plan["quantization"] == "ascend"
+        assert flag(plan["argv"], "--quantization") == "ascend"
+        assert plan["argv"][2] == str(d)
+
+
+@pytest.mark.parametrize(
+    ("version", "tp", "expect", "absent"),
+    [
+        ("v0.9.1", 1, {"VLLM_USE_V1": "1", "TASK_QUEUE_ENABLE": "1"}, ["HCCL_OP_EXPANSION_MODE"]),
+        ("v0.9.0rc2", 1, {"VLLM_USE_V1": "1"}, []),
+        ("v0.9.2rc1", 1, {}, ["VLLM_USE_V1"]),
+        ("v0.8.5rc1", 1, {}, ["VLLM_USE_V1"]),
+        (
+            "v0.13.0",
+            2,
+            {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "HCCL_OP_EXPANSION_MODE": "AIV"},
+            ["VLLM_USE_V1"],
+        ),
+        ("v0.13.0rc3", 1, {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}, []),
+        ("v0.14.0rc1", 1, {"TASK_QUEUE_ENABLE": "1"}, ["PYTORCH_NPU_ALLOC_CONF"]),
+        ("0.23.0", 2, {"HCCL_OP_EXPANSION_MODE": "AIV"}, ["PYTORCH_NPU_ALLOC_CONF"]),
+        (None, 1, {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}, ["VLLM_USE_V1"]),
+    ],
+)
+def test_environment_per_version(models, version, tp, expect, absent):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, npus=tp, tp=tp, vllm_ascend=version)
+    env = plan["env"]
+    for key, value in expect.items():
+        assert env[key] == value
+    for key in absent:
+        assert key not in env
+    assert env["TASK_QUEUE_ENABLE"] == "1"
+    assert ("HCCL_OP_EXPANSION_MODE" in env) == (tp > 1)
+
+
+def test_rules_live_in_data():
+    rules = load_rules()
+    names = {r["name"] for r in rules["env"]}
+    assert names == {
+        "TASK_QUEUE_ENABLE",
+        "HCCL_OP_EXPANSION_MODE",
+        "PYTORCH_NPU_ALLOC_CONF",
+        "VLLM_USE_V1",
+    }
+    assert rules["hardware"]["a2"]["fp8_native"] is False
+    assert rules["hardware"]["a3"]["fp8_native"] is False
+    assert rules["hardware"]["a5"]["fp8_native"] is True
+
+
+def test_version_order():
+    order = ["v0.7.3rc1", "v0.7.3", "v0.7.3.post1", "v0.9.1rc3", "v0.9.1", "0.10.0rc1", "v0.14.0"]
+    assert sorted(order, key=parse_version) == order
+    assert parse_version("0.21.0rc2.dev0+g80610e443") > parse_version("v0.21.0rc1")
+    with pytest.raises(InputError, match="not a version"):
+        parse_version("latest")
+
+
+def test_a5_serves_fp8_natively_and_310p_runs_eager_in_fp16(models):
+    a5 = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hardware="a5")
+    assert a5["model"]["needs_conversion"] is False
+    assert a5["argv"][2] == models["4b-fp8"]
+    assert a5["memory"]["weights_per_npu_mb"] == -(-4_412_063_872 // 2**20)
+    p310 = make_plan(models["4b-bf16"], hbm_total_mb=24576, hardware="310p")
+    assert "--enforce-eager" in p310["argv"] and flag(p310["argv"], "--dtype") == "float16"
+    assert p310["memory"]["graph_capture_mb"] == 0
+    with pytest.raises(CheckFailed, match="unknown hardware 'h100'"):
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, hardware="h100")
+    with pytest.raises(CheckFailed, match=r"support starts with v0\.10\.0rc1"):
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, hardware="a3", vllm_ascend="v0.9.1")
+
+
+def test_enforce_eager_drops_graph_memory(models):
+    graph = make_plan(models["4b-fp8"], hbm_total_mb=GB64)
+    eager = make_plan(models["4b-fp8"], hbm_total_mb=GB64, enforce_eager=True)
+    assert "--enforce-eager" in eager["argv"] and "--enforce-eager" not in graph["argv"]
+    assert eager["kv_capacity_tokens"] > graph["kv_capacity_tokens"]
+    assert eager["memory"]["graph_capture_mb"] == 0
+
+
+def test_swap_space_only_when_host_ram_allows(models):
+    base = {"hbm_total_mb": GB64, "vllm_ascend": "v0.13.0"}
+    assert "--swap-space" not in make_plan(models["4b-fp8"], **base)["argv"]
+    plan = make_plan(models["4b-fp8"], host_ram_mb=512 * 1024, npus=8, **base)
+    assert all(flag(lc["argv"], "--swap-space") == "4" for lc in plan["replica_launch"])
+    tight = make_plan(models["4b-fp8"], host_ram_mb=16 * 1024, npus=8, **base)
+    assert "--swap-space" not in tight["argv"]
+    assert any("--swap-space omitted" in n for n in tight["notes"])
+    small = make_plan(models["4b-fp8"], host_ram_mb=40 * 1024, npus=8, **base)
+    assert flag(small["argv"], "--swap-space") == "2"  # 40 GiB x 0.4 / 8 workers
+    new = make_plan(models["4b-fp8"], hbm_total_mb=GB64, vllm_ascend="v0.18.0", host_ram_mb=2**20)
+    assert "--swap-space" not in new["argv"]
+
+
+def test_unknown_used_hbm_and_npus_default(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=None, npus=None)
+    assert plan["memory"]["used_by_others_mb"] == 0 and plan["replicas"] == 1
+    assert any("HBM in use unknown" in n for n in plan["notes"])
+
+
+def test_api_key_is_never_in_argv(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, api_key_env=True)
+    assert plan["secret_env"] == ["VLLM_API_KEY"]
+    assert "--api-key" not in plan["argv"] and "VLLM_API_KEY" not in plan["env"]
+    with pytest.raises(InputError, match="must not carry --api-key"):
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, extra_args=["--api-key=secret"])
+
+
+def test_extra_args_and_names(models):
+    plan = make_plan(
+        models["4b-fp8"],
+        hbm_total_mb=GB64,
+        extra_args=["--enable-prefix-caching"],
+        served_model_name="qwen3",
+        served_model_dir="/models/qwen3-bf16",
+        port=9000,
+        host="127.0.0.1",
+    )
+    argv = plan["argv"]
+    assert argv[2] == "/models/qwen3-bf16" and argv[-1] == "--enable-prefix-caching"
+    assert flag(argv, "--served-model-name") == "qwen3"
+    assert flag(argv, "--port") == "9000" and flag(argv, "--host") == "127.0.0.1"
+    with pytest.raises(InputError, match="conflicts with the value the plan sets"):
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, extra_args=["--max-model-len", "8"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"hbm_total_mb": 0}, "hbm_total_mb must be an integer >= 1"),
+        ({"hbm_total_mb": "65536"}, "hbm_total_mb must be an integer"),
+        ({"hbm_total_mb": GB64, "hbm_used_mb": GB64}, "is not below hbm_total_mb"),
+        ({"hbm_total_mb": GB64, "gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"hbm_total_mb": GB64, "npus": 0}, "npus must be"),
+        ({"hbm_total_mb": GB64, "max_model_len": True}, "max_model_len must be"),
+        ({"hbm_total_mb": GB64, "port": 70000}, "port must be 1-65535"),
+        ({"hbm_total_mb": GB64, "vllm_ascend": "banana"}, "not a version"),
+    ],
+)
+def test_bad_arguments(models, kwargs, message):
+    with pytest.raises(InputError, match=message):
+        make_plan(models["4b-fp8"], **kwargs)
+
+
+def test_emulator_formula_accepts_the_plan(models):
+    """The emulated vLLM computes capacity with the same function from the planned argv."""
+    for key, hbm, used, npus in [
+        ("4b-fp8", GB64, IDLE_USED, 1),
+        ("4b-fp8", GB32, 14000, 1),
+        ("14b-fp8", GB32, 3000, 2),
+        ("32b-bf16", GB64, IDLE_USED, 8),
+    ]:
+        plan = make_plan(models[key], hbm_total_mb=hbm, hbm_used_mb=used, npus=npus)
+        assert plan["feasible"], plan["reasons"]
+        argv = plan["argv"]
+        facts = inspect_model(models[key])  # what the engine loads (served bytes)
+        cap = memory_model.kv_capacity_tokens(
+            facts,
+            hbm_total_mb=hbm,
+            hbm_used_mb=used,
+            gpu_memory_utilization=float(flag(argv, "--gpu-memory-utilization")),
+            tp=int(flag(argv, "--tensor-parallel-size")),
+            enforce_eager="--enforce-eager" in argv,
+            max_num_seqs=int(flag(argv, "--max-num-seqs")),
+        )
+        assert cap == plan["kv_capacity_tokens"]
+        assert int(flag(argv, "--max-model-len")) <= cap
+        assert int(flag(argv, "--max-num-seqs")) * min(plan["max_model_len"], 4096) <= cap
+        # memory taken by another process after planning shrinks what the engine gets
+        tighter = memory_model.kv_capacity_tokens(
+            facts, hbm, used + 2048, 0.9, tp=plan["tp"], max_num_seqs=plan["max_num_seqs"]
+        )
+        assert tighter < cap
+
+
+def test_engine_refuses_planned_context_when_hbm_was_taken_meanwhile(models):
+    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)
+    facts = inspect_model(models["4b-fp8"])
+    cap = memory_model.kv_capacity_tokens(
+        facts, GB32, 14000 + 1024, 0.9, max_num_seqs=plan["max_num_seqs"]
+    )
+    assert cap < plan["max_model_len"]  # the emulated engine would fail its KV check
+
+
+# ---- CLI ----
+
+
+def run_cli(capsys, *args):
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_json_feasible_exit_0(models, capsys):
+    code, out, err = run_cli(
+        capsys, "--model-dir", models["4b-fp8"], "--hbm-total-mb", "65536", "--json"
+    )
+    assert code == 0 and err == ""
+    plan = json.loads(out)
+    assert plan["kv_bytes_per_token"] == 147456
+    assert plan["model"]["weight_bytes_served"] == 8044936192
+    assert plan["feasible"] is True
+
+
+def test_cli_human_output(models, capsys):
+    code, out, _ = run_cli(
+        capsys,
+        "--model-dir",
+        models["4b-fp8"],
+        "--hbm-total-mb",
+        "65536",
+        "--hbm-used-mb",
+        "3400",
+        "--npus",
+        "2",
+        "--vllm-ascend",
+        "v0.13.0",
+    )
+    assert code == 0
+    assert "8,044,936,192 bytes served (398 tensors)" in out
+    assert "147,456 bytes per token" in out
+    assert "tp 1, replicas 2" in out
+    assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in out
+    assert "vllm serve " in out and "--max-model-len 40960" in out
+
+
+def test_cli_infeasible_exit_1(models, capsys):
+    code, out, _ = run_cli(
+        capsys, "--model-dir", models["14b-fp8"], "--hbm-total-mb", "32768", "--json"
+    )
+    assert code == 1
+    assert json.loads(out)["feasible"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--tp", "3", "--npus", "4"], 1, "valid sizes: 1, 2, 4, 8"),
+        (["--max-model-len", "50000"], 1, "max_position_embeddings 40960"),
+        (["--quantization", "ascend"], 1, "quant_model_description.json"),
+        (["--hardware", "gpu"], 1, "unknown hardware 'gpu'"),
+        (["--vllm-ascend", "nightly"], 2, "not a version"),
+    ],
+)
+def test_cli_refusals(models, capsys, args, code, message):
+    rc, out, err = run_cli(
+        capsys, "--model-dir", models["4b-fp8"], "--hbm-total-mb", "65536", *args
+    )
+    assert rc == code
+    assert out == ""
+    assert err.startswith("ascend-deploy plan: error: ") and message in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--hbm-total-mb", "lots"],
+        ["--hbm-total-mb", "-5"],
+        ["--hbm-total-mb", "65536", "--gpu-memory-utilization", "2"],
+        ["--hbm-total-mb", "65536", "--npus", "0"],
+        [],
+    ],
+)
+def test_cli_bad_numbers_exit_2(models, capsys, args):
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--model-dir", models["4b-fp8"], *args])
+    assert exc.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: None, "model directory not found"),
+        (lambda d: d.mkdir(), "config.json not found"),
+        (lambda d: (d.mkdir(), (d / "config.json").write_bytes(os.urandom(64))), "config.json"),
+        (
+            lambda d: (d.mkdir(), (d / "config.json").write_text('{"num_hidden_layers": 2}')),
+            "required field 'num_attention_heads' is missing",
+        ),
+    ],
+)
+def test_cli_bad_model_dir_exit_2(tmp_path, capsys, setup, message):
+    d = tmp_path / "m"
+    setup(d)
+    rc, out, err = run_cli(capsys, "--model-dir", str(d), "--hbm-total-mb", "65536")
+    assert rc == 2 and out == ""
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_truncated_shard_exit_2_in_a_real_process(tmp_path):
+    d = tmp_path / "m"
+    write_checkpoint(str(d), "qwen3-0.6b", layers=1, data="sparse")
+    shard = d / "model-00001-of-00001.safetensors"
+    shard.write_bytes(shard.read_bytes()[:200])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ascend_deploy.cli",
+            "plan",
+            "--model-dir",
+            str(d),
+            "--hbm-total-mb",
+            "65536",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "model-00001-of-00001.safetensors" in proc.stderr and "truncated" in proc.stderr
+    assert "Traceback" not in proc.stderr
