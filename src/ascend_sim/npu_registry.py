@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-DEFAULT_STATE_DIR = "/var/lib/ascend-sim/procs"
+DEFAULT_STATE_DIR = "/usr/local/dcmi/.ascend-sim/procs"
 
 
 @dataclass

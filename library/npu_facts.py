@@ -1,0 +1,126 @@
+#!/usr/bin/python
+"""Ansible module: gather Ascend NPU facts from ``npu-smi``."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: npu_facts
+short_description: Gather Ascend NPU facts from npu-smi
+description:
+  - Runs C(npu-smi info) and C(npu-smi info -m) on the target and returns them parsed as
+    the fact C(ascend_npu).
+  - Uses the C(ascend_deploy) library of this bundle, shipped to the target as
+    module_utils, so the target needs only Python 3.
+  - Read-only; never reports a change and runs the same in check mode.
+options:
+  npu_smi_path:
+    description:
+      - The npu-smi binary, a name looked up on C(PATH) (then in C(/usr/local/bin) and
+        C(/usr/local/sbin)) or an absolute path.
+    type: str
+    default: npu-smi
+  timeout:
+    description: Seconds to wait for each npu-smi call.
+    type: float
+    default: 30
+author:
+  - ascend-deploy maintainers
+"""
+
+EXAMPLES = r"""
+- name: Gather NPU facts
+  npu_facts:
+
+- name: Use the npu-smi mounted into a container
+  npu_facts:
+    npu_smi_path: /usr/local/sbin/npu-smi
+
+- name: Refuse hosts with an unhealthy chip
+  ansible.builtin.assert:
+    that: >-
+      ansible_facts.ascend_npu.info.chips
+      | rejectattr('health', 'equalto', 'OK') | list | length == 0
+    fail_msg: "An NPU chip is not healthy"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: success
+  type: dict
+  contains:
+    ascend_npu:
+      description: Parsed npu-smi output.
+      type: dict
+      contains:
+        info:
+          description: >-
+            C(npu-smi info): C(kind), driver C(version), C(chips) (npu, chip, phy_id, name,
+            health, power_w, temp_c, aicore_pct, bus_id, hbm_used_mb, hbm_total_mb,
+            memory_used_mb, memory_total_mb, hugepages_used, hugepages_total) and
+            C(processes) (npu, chip, pid, name, memory_mb).
+          type: dict
+          sample:
+            kind: info
+            version: 24.1.1
+            chips:
+              - {npu: 0, chip: 0, phy_id: null, name: 910B4, health: OK, power_w: 88.2,
+                 temp_c: 30.0, aicore_pct: 0.0, bus_id: "0000:C1:00.0", hbm_used_mb: 26838,
+                 hbm_total_mb: 32768, memory_used_mb: 0, memory_total_mb: 0,
+                 hugepages_used: 0, hugepages_total: 0}
+            processes: []
+        map:
+          description: >-
+            C(npu-smi info -m) rows (npu, chip, logic_id, chip_name), or null when that
+            command failed on this host.
+          type: dict
+          sample:
+            kind: map
+            rows:
+              - {npu: 0, chip: 0, logic_id: 0, chip_name: Ascend 910B4}
+              - {npu: 0, chip: 1, logic_id: null, chip_name: Mcu}
+        map_error:
+          description: Why C(map) is null.
+          type: str
+          returned: when npu-smi info -m failed
+"""
+
+# Ansible modules import after their documentation blocks.
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError  # noqa: E402
+from ansible.module_utils.ascend_deploy.npu_smi import parse, run_npu_smi  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "npu_smi_path": {"type": "str", "default": "npu-smi"},
+            "timeout": {"type": "float", "default": 30.0},
+        },
+        supports_check_mode=True,
+    )
+    binary = module.params["npu_smi_path"]
+    timeout = module.params["timeout"]
+    try:
+        info = parse(
+            run_npu_smi(["info"], binary=binary, timeout=timeout),
+            kind="info",
+            source=f"`{binary} info` output",
+        )
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    facts: dict = {"info": info, "map": None}
+    try:
+        facts["map"] = parse(
+            run_npu_smi(["info", "-m"], binary=binary, timeout=timeout),
+            kind="map",
+            source=f"`{binary} info -m` output",
+        )
+    except AscendDeployError as exc:
+        facts["map_error"] = str(exc)
+    module.exit_json(changed=False, ansible_facts={"ascend_npu": facts})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""``ascend-deploy npu-smi``: parse saved npu-smi output or show this host's NPUs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..cli import emit
+from ..errors import InputError, describe_path
+from ..npu_smi import KINDS, parse, run_npu_smi
+
+_SHOW_ARGS = {"info": ["info"], "map": ["info", "-m"], "kv": ["info", "-l"]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p_parse = actions.add_parser(
+        "parse",
+        help="parse saved npu-smi output (info table, info -m, or Key : Value output)",
+        description="Parse saved npu-smi output. The kind is detected when --kind is omitted.",
+    )
+    p_parse.add_argument(
+        "file",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="file with npu-smi output, or - for standard input (default)",
+    )
+    p_parse.add_argument("--kind", choices=KINDS, help="info (table), map (info -m), kv (-l, -t)")
+    p_parse.add_argument("--json", action="store_true", help="print JSON")
+
+    p_show = actions.add_parser(
+        "show",
+        help="run npu-smi on this host and show its NPUs",
+        description="Run `npu-smi info` (or `info -m` / `info -l`) on this host and show it.",
+    )
+    p_show.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="info",
+        help="info (default): `npu-smi info`; map: `info -m`; kv: `info -l`",
+    )
+    p_show.add_argument(
+        "--npu-smi",
+        dest="npu_smi",
+        default="npu-smi",
+        metavar="PATH",
+        help="npu-smi binary (default: npu-smi on PATH, /usr/local/{bin,sbin})",
+    )
+    p_show.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up after this many seconds (default 30)",
+    )
+    p_show.add_argument("--json", action="store_true", help="print JSON")
+
+
+MAX_BYTES = 8 << 20  # npu-smi output is a few KiB; refuse to slurp huge or endless files
+
+
+def _read(path: str) -> bytes:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; pass a file holding npu-smi output") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a file with npu-smi output") from None
+    except OSError as exc:
+        raise InputError(f"{describe_path(path)}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise InputError(
+            f"{describe_path(path)}: larger than 8 MiB; not npu-smi output (pass the saved "
+            "output of one npu-smi command)"
+        )
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "parse":
+        result = parse(_read(args.file), kind=args.kind, source=args.file)  # type: ignore[arg-type]
+    else:
+        argv = _SHOW_ARGS[args.kind]
+        text = run_npu_smi(argv, binary=args.npu_smi, timeout=args.timeout)
+        result = parse(text, kind=args.kind, source=f"`npu-smi {' '.join(argv)}` output")
+    emit(result, args.json, render)
+    return 0
+
+
+# --------------------------------------------------------------------------- human output
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _pair(used: Any, total: Any) -> str:
+    return "-" if used is None and total is None else f"{_cell(used)} / {_cell(total)}"
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """Left-aligned text table, two spaces between columns."""
+    text = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in text)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in text:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def render(result: dict) -> str:
+    """Readable text for one parse result."""
+    kind = result["kind"]
+    if kind == "info":
+        chips = result["chips"]
+        head = (
+            f"npu-smi info: driver {result['version'] or 'unknown'}, "
+            f"{len({c['npu'] for c in chips})} NPU(s), {len(chips)} chip(s)"
+        )
+        chip_rows = [
+            [
+                c["npu"],
+                c["chip"],
+                c["phy_id"],
+                c["name"],
+                c["health"],
+                c["power_w"],
+                c["temp_c"],
+                c["aicore_pct"],
+                c["bus_id"],
+                _pair(c["hbm_used_mb"], c["hbm_total_mb"]),
+                _pair(c["memory_used_mb"], c["memory_total_mb"]),
+                _pair(c["hugepages_used"], c["hugepages_total"]),
+            ]
+            for c in chips
+        ]
+        parts = [
+            head,
+            "",
+            table(
+                [
+                    "NPU",
+                    "CHIP",
+                    "PHY",
+                    "NAME",
+                    "HEALTH",
+                    "POWER(W)",
+                    "TEMP(C)",
+                    "AICORE(%)",
+                    "BUS-ID",
+                    "HBM(MB)",
+                    "MEMORY(MB)",
+                    "HUGEPAGES",
+                ],
+                chip_rows,
+            ),
+        ]
+        parts.append("")
+        if result["processes"]:
+            parts.append(
+                table(
+                    ["NPU", "CHIP", "PID", "PROCESS", "MEMORY(MB)"],
+                    [
+                        [p["npu"], p["chip"], p["pid"], p["name"], p["memory_mb"]]
+                        for p in result["processes"]
+                    ],
+                )
+            )
+        else:
+            parts.append("No processes hold NPU memory.")
+        return "\n".join(parts)
+    if kind == "map":
+        return table(
+            ["NPU", "CHIP", "LOGIC-ID", "CHIP-NAME"],
+            [[r["npu"], r["chip"], r["logic_id"], r["chip_name"]] for r in result["rows"]],
+        )
+    blocks = []
+    for record in result["records"]:
+        width = max((len(k) for k in record), default=0)
+        blocks.append("\n".join(f"{k.ljust(width)} : {v}" for k, v in record.items()))
+    return "\n\n".join(blocks)

@@ -1,0 +1,533 @@
+"""Parse ``npu-smi`` output: the ``info`` table, ``info -m`` and ``Key : Value`` outputs.
+
+Standard library only (shipped to bare targets as Ansible module_utils). The parser reads
+by structure, never by column position: table rows are split on ``|``, ``used / total``
+pairs are found with a tolerant regex, and section boundaries are recognised by their
+header words. Layout facts (HBM vs DDR tables, A3 ``Chip Phy-ID``, 950 ``NPU ID | Name``,
+20.x tables without hugepages, the 26.x ``Process id in container`` column) come from
+``shared/reference/ascend-host.md`` §1, §2 and §6 and the samples listed there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from typing import Any
+
+from .errors import CheckFailed, InputError, describe_path
+
+KINDS = ("info", "map", "kv")
+
+# Where driver packages install npu-smi (ascend-host.md §1.6 and §3.1); Ansible and cron
+# often run with a PATH that lacks /usr/local/sbin.
+FALLBACK_DIRS = ("/usr/local/bin", "/usr/local/sbin")
+
+_NULLS = {"", "NA", "N/A", "-", "--"}
+_PAIR = re.compile(r"(\S+?)\s*/\s*(\S+)")
+_RULE = re.compile(r"^[+|][-=+|\s]*$")
+# Keys are words with units in brackets ("NPU Real-time Power(W)", "LM75A_TE (C)"); keys
+# never contain ':', values may ("0000:C1:00.0"); see ascend-host.md §2.1.
+_KEY = r"[A-Za-z][A-Za-z0-9 ()%_.\-]*?"
+_KV = re.compile(rf"^\s*({_KEY})\s*:\s?(.*)$")
+_KV_INLINE_PAIR = re.compile(rf"({_KEY}):(\S+)")
+_KV_INLINE_LINE = re.compile(rf"(?:{_KEY}:\S+\s*){{2,}}")
+_MAP_COLUMNS = ("NPU ID", "Slot ID", "Chip ID", "Chip Logic ID", "Chip Phy-ID", "Chip Name")
+_MAP_HEADER = re.compile(r"^\s*NPU\s+ID\s+.*Chip\s+ID\s+.*Chip\s+Name\s*$")
+_NO_PROCS = re.compile(r"No running processes found in NPU\s+(\d+)", re.I)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _err(source: str, what: str, fix: str = "") -> InputError:
+    msg = f"{describe_path(source)}: {what}"
+    return InputError(f"{msg}; {fix}" if fix else msg)
+
+
+def _lines(text: Any, source: str) -> list[tuple[int, str]]:
+    """Validate and normalise ``text``; return (line number, line) without comments."""
+    if isinstance(text, (bytes, bytearray)):
+        if b"\x00" in text:
+            raise _err(source, "is binary data, not npu-smi text output")
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _err(
+                source, f"is not UTF-8 text (byte {exc.start}), not npu-smi output"
+            ) from None
+    if not isinstance(text, str):
+        raise _err(source, f"expected npu-smi output as text, got {type(text).__name__}")
+    if "\x00" in text:
+        raise _err(source, "is binary data, not npu-smi text output")
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    # Control characters and U+FFFD (undecodable bytes replaced) in bulk mean binary data;
+    # a stray one (a localised warning line) is tolerated.
+    controls = sum(1 for ch in text if (ord(ch) < 32 and ch not in "\n\t\f\v") or ch == "\ufffd")
+    if controls > max(2, len(text) // 100):
+        raise _err(source, "contains control characters: binary data, not npu-smi output")
+    out = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.strip()
+        # '# source:' headers of saved samples and '# ---' separators a person added.
+        if stripped.startswith("#"):
+            continue
+        out.append((number, line.rstrip()))
+    if not any(line.strip() for _, line in out):
+        raise _err(source, "is empty (no npu-smi output)", "run npu-smi again and capture stdout")
+    return out
+
+
+def _null(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return None if value in _NULLS else value
+
+
+def _int(value: str | None) -> int | None:
+    value = _null(value)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else None
+
+
+def _float(value: str | None) -> float | None:
+    value = _null(value)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _is_rule(stripped: str) -> bool:
+    return bool(_RULE.match(stripped)) and (stripped.count("-") + stripped.count("=")) >= 3
+
+
+def _cells(stripped: str) -> list[str]:
+    """Cells of a ``| a | b |`` row, stripped (leading/trailing bars removed)."""
+    inner = stripped[1:]
+    if inner.endswith("|"):
+        inner = inner[:-1]
+    return [cell.strip() for cell in inner.split("|")]
+
+
+def _pairs(cell: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Split a cell into its ``a / b`` pairs and the remaining single tokens."""
+    pairs = [(m.group(1), m.group(2)) for m in _PAIR.finditer(cell)]
+    rest = _PAIR.sub(" ", cell).split()
+    return pairs, rest
+
+
+# --------------------------------------------------------------------------- detect
+
+
+def detect_kind(text: str, source: str = "-") -> str:
+    """``info``, ``map`` or ``kv`` for this npu-smi output; ``InputError`` if none fits."""
+    lines = [line.strip() for _, line in _lines(text, source) if line.strip()]
+    return _detect(lines, source)
+
+
+def _detect(lines: list[str], source: str) -> str:
+    table_rows = [s for s in lines if s.startswith("|") or _is_rule(s)]
+    if table_rows:
+        joined = "\n".join(table_rows)
+        if any(word in joined for word in ("Health", "Bus-Id", "Version:", "Process id")):
+            return "info"
+        if _NO_PROCS.search(joined):
+            return "info"
+    if any(_MAP_HEADER.match(s) and ":" not in s for s in lines):
+        return "map"
+    kv_lines = [s for s in lines if _KV.match(s) and "|" not in s]
+    if kv_lines and len(kv_lines) * 2 >= len(lines) and not _looks_like_help(lines):
+        return "kv"
+    raise _err(
+        source,
+        "is not recognised npu-smi output (expected the `npu-smi info` table, "
+        "`npu-smi info -m` or `Key : Value` lines from `npu-smi info -l`/`-t TYPE`)",
+        "check that the file holds npu-smi stdout",
+    )
+
+
+def _looks_like_help(lines: list[str]) -> bool:
+    return bool(lines) and lines[0].startswith("Usage:")
+
+
+# --------------------------------------------------------------------------- info table
+
+
+class _Layout:
+    """What the header rows said about the table (absent headers leave defaults)."""
+
+    def __init__(self) -> None:
+        self.has_hbm: bool | None = None  # HBM-Usage(MB) column present
+        self.ddr_device = False  # 'Chip Device' header: second number is the logic id
+
+
+def _parse_info(lines: list[tuple[int, str]], source: str) -> dict:
+    version: str | None = None
+    layout = _Layout()
+    rows: list[tuple[int, list[str]]] = []  # chip section data rows, in order
+    proc_header: list[str] | None = None
+    processes: list[dict] = []
+    last_number = max((n for n, line in lines if line.strip()), default=0)
+
+    for number, raw in lines:
+        stripped = raw.strip()
+        if not stripped or _is_rule(stripped) or not stripped.startswith("|"):
+            continue  # rules, '...' elisions, prompts, [WARNING] lines
+        if not stripped.endswith("|") or len(stripped) < 2:
+            where = "is cut off inside" if number == last_number else "has"
+            raise _err(
+                source,
+                f"line {number} {where} a table row without its closing '|': "
+                "truncated or damaged output",
+                "capture the complete `npu-smi info` output again",
+            )
+        cells = _cells(stripped)
+        joined = " ".join(cells)
+        if len(cells) == 1 and "Version:" in joined:
+            after = joined.split("Version:", 1)[1].split()
+            version = _null(after[0]) if after else None
+            continue
+        if any(cell.startswith("Process id") for cell in cells[1:]):
+            proc_header = cells
+            continue
+        if "Health" in cells or "Bus-Id" in cells:
+            if "Bus-Id" in cells:
+                layout.has_hbm = "HBM-Usage" in joined
+                layout.ddr_device = "Device" in cells[0].split()
+            continue
+        if len(cells) == 1 and _NO_PROCS.search(joined):
+            continue
+        if proc_header is not None:
+            processes.append(_process_row(number, cells, proc_header, source))
+        else:
+            rows.append((number, cells))
+
+    chips = _chips(rows, layout, source)
+    if not chips:
+        raise _err(
+            source,
+            "holds no NPU chip rows (a table header without devices: truncated output, "
+            "or npu-smi found no NPU)",
+            "check the driver with `npu-smi info` and capture the complete output",
+        )
+    return {"kind": "info", "version": version, "chips": chips, "processes": processes}
+
+
+def _chips(rows: list[tuple[int, list[str]]], layout: _Layout, source: str) -> list[dict]:
+    if len(rows) % 2:
+        raise _err(
+            source,
+            f"line {rows[-1][0]}: an NPU row without its partner row (each chip prints a "
+            "summary row and a detail row): truncated or damaged output",
+            "capture the complete `npu-smi info` output again",
+        )
+    return [
+        _chip(rows[i][0], rows[i][1], rows[i + 1][0], rows[i + 1][1], layout, source)
+        for i in range(0, len(rows), 2)
+    ]
+
+
+def _chip(
+    n1: int, summary: list[str], n2: int, detail: list[str], layout: _Layout, source: str
+) -> dict:
+    if len(summary) >= 4 and len(detail) >= 4:
+        # Ascend 950: | NPU ID | Name | Health | Power Temp Hugepages |
+        #             |        |      | Bus-Id | NPU-Util Memory HBM  |
+        npu_text, name = summary[0], summary[1]
+        health, values = summary[2], summary[3]
+        chip_tokens = (detail[0] + " " + detail[1]).split()
+        bus, usage = detail[2], detail[3]
+    elif len(summary) == 3 and len(detail) == 3:
+        tokens = summary[0].split()
+        npu_text, name = (tokens[0] if tokens else ""), " ".join(tokens[1:])
+        health, values = summary[1], summary[2]
+        chip_tokens = detail[0].split()
+        bus, usage = detail[1], detail[2]
+    else:
+        raise _err(
+            source,
+            f"lines {n1}-{n2}: expected a chip's summary and detail rows with 3 cells each "
+            f"(4 on Ascend 950), got {len(summary)} and {len(detail)}: damaged table",
+            "capture `npu-smi info` again",
+        )
+    npu = _int(npu_text)
+    if npu is None:
+        raise _err(source, f"line {n1}: expected an NPU id, got {summary[0]!r}")
+    chip = 0  # 950 prints one chip per NPU and no chip id
+    if chip_tokens:
+        chip = _int(chip_tokens[0])  # type: ignore[assignment]
+        if chip is None:
+            raise _err(source, f"line {n2}: expected a chip id, got {detail[0]!r}")
+    # A3 prints the chip's global Phy-ID after the chip id; the DDR layout prints the
+    # logic "Device" id there instead, which is not a physical id.
+    phy_id = _int(chip_tokens[1]) if len(chip_tokens) > 1 and not layout.ddr_device else None
+
+    pairs, rest = _pairs(values)
+    hugepages: tuple[str | None, str | None] = pairs[0] if pairs else (None, None)
+    upairs, urest = _pairs(usage)
+    mem: tuple[str | None, str | None] = upairs[0] if upairs else (None, None)
+    hbm: tuple[str | None, str | None] = upairs[1] if len(upairs) > 1 else (None, None)
+    return {
+        "npu": npu,
+        "chip": chip,
+        "phy_id": phy_id,
+        "name": _null(name),
+        "health": _null(health),
+        "power_w": _float(rest[0]) if rest else None,
+        "temp_c": _float(rest[1]) if len(rest) > 1 else None,
+        "aicore_pct": _float(urest[0]) if urest else None,
+        "bus_id": _null(bus),
+        "hbm_used_mb": _int(hbm[0]),
+        "hbm_total_mb": _int(hbm[1]),
+        "memory_used_mb": _int(mem[0]),
+        "memory_total_mb": _int(mem[1]),
+        "hugepages_used": _int(hugepages[0]),
+        "hugepages_total": _int(hugepages[1]),
+    }
+
+
+def _process_row(number: int, cells: list[str], header: list[str], source: str) -> dict:
+    def column(prefix: str) -> int | None:
+        for i, title in enumerate(header):
+            if title == prefix or (prefix != "Process id" and title.startswith(prefix)):
+                return i
+        return None
+
+    ids = cells[0].split()
+    npu = _int(ids[0]) if ids else None
+    if npu is None:
+        raise _err(
+            source, f"line {number}: expected an NPU id in the process table, got {cells[0]!r}"
+        )
+    chip = _int(ids[1]) if len(ids) > 1 else 0
+    i_pid, i_name, i_mem = column("Process id"), column("Process name"), column("Process memory")
+    pid = _int(cells[i_pid]) if i_pid is not None and i_pid < len(cells) else None
+    if pid is None:
+        raise _err(source, f"line {number}: expected a process id in the process table row")
+    name = cells[i_name] if i_name is not None and i_name < len(cells) else None
+    memory = cells[i_mem] if i_mem is not None and i_mem < len(cells) else None
+    return {
+        "npu": npu,
+        "chip": chip if chip is not None else 0,
+        "pid": pid,
+        "name": _null(name),
+        "memory_mb": _int(memory),
+    }
+
+
+# --------------------------------------------------------------------------- info -m
+
+
+def _parse_map(lines: list[tuple[int, str]], source: str) -> dict:
+    columns: list[str] | None = None
+    rows = []
+    for number, raw in lines:
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if columns is None:
+            if _MAP_HEADER.match(stripped):
+                columns = _map_columns(stripped)
+            continue
+        tokens = stripped.split()
+        if len(tokens) < len(columns):
+            raise _err(
+                source,
+                f"line {number}: expected {len(columns)} columns "
+                f"({', '.join(columns)}), got {stripped!r}: truncated or damaged output",
+                "capture `npu-smi info -m` again",
+            )
+        n_ids = len(columns) - 1  # every column but the last (Chip Name) is one token
+        values = dict(zip(columns[:-1], tokens[:n_ids], strict=True))
+        npu, chip = _int(values.get("NPU ID")), _int(values.get("Chip ID"))
+        if npu is None or chip is None:
+            raise _err(
+                source, f"line {number}: expected numeric NPU ID and Chip ID, got {stripped!r}"
+            )
+        rows.append(
+            {
+                "npu": npu,
+                "chip": chip,
+                "logic_id": _int(values.get("Chip Logic ID")),
+                "chip_name": " ".join(tokens[n_ids:]),
+            }
+        )
+    if columns is None:
+        raise _err(source, "has no `NPU ID ... Chip Name` header of `npu-smi info -m`")
+    if not rows:
+        raise _err(source, "lists no chips under the `npu-smi info -m` header (truncated?)")
+    return {"kind": "map", "rows": rows}
+
+
+def _map_columns(header: str) -> list[str]:
+    """Column titles in order, matched against the known ones (whitespace-tolerant)."""
+    normal = " ".join(header.split())
+    found = []
+    position = 0
+    while position < len(normal):
+        for title in sorted(_MAP_COLUMNS, key=len, reverse=True):
+            if normal.startswith(title, position):
+                found.append(title)
+                position += len(title)
+                break
+        else:
+            next_space = normal.find(" ", position)
+            if next_space < 0:
+                break
+            position = next_space
+        while position < len(normal) and normal[position] == " ":
+            position += 1
+    if not found or found[-1] != "Chip Name":
+        found.append("Chip Name")
+    return found
+
+
+# --------------------------------------------------------------------------- Key : Value
+
+
+def _kv_pairs(stripped: str) -> list[tuple[str, str]]:
+    """``Key : Value`` (one per line) or ``K1:v1  K2:v2`` (``-t proc-mem``)."""
+    if " : " not in stripped and _KV_INLINE_LINE.fullmatch(stripped):
+        return [(k.strip(), v) for k, v in _KV_INLINE_PAIR.findall(stripped)]
+    match = _KV.match(stripped)
+    if not match:
+        return []
+    return [(match.group(1).strip(), match.group(2).strip())]
+
+
+def _parse_kv(lines: list[tuple[int, str]], source: str) -> dict:
+    """One record per ``NPU ID``; a leading ``Total Count`` line is a record of its own.
+
+    Multi-chip outputs repeat keys under one NPU ID (``-t common``/``-t usages`` on a
+    310P Duo, the MCU block of ``-t common``). A blank-line separated block whose keys
+    are already in the current record therefore starts a new record that repeats the
+    ``NPU ID``, so nothing is overwritten.
+    """
+    blocks: list[list[tuple[str, str]]] = [[]]
+    for _number, raw in lines:
+        stripped = raw.strip()
+        if stripped[:1] in ("|", "+"):
+            continue  # a table line is never Key : Value output
+        if stripped:
+            blocks[-1].extend(_kv_pairs(stripped))  # other lines: pasted prompts, comments
+        elif blocks[-1]:
+            blocks.append([])
+
+    records: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    npu_id: str | None = None
+
+    def start() -> dict[str, str]:
+        record = {} if npu_id is None else {"NPU ID": npu_id}
+        records.append(record)
+        return record
+
+    for block in blocks:
+        head = []
+        for key, _value in block:
+            if key == "NPU ID":
+                break
+            head.append(key)
+        if current is not None and any(key in current for key in head):
+            current = start()
+        for key, value in block:
+            if key == "NPU ID":
+                npu_id = value
+                current = {}
+                records.append(current)
+            elif key in ("Total Count", "Card Count") and not records:
+                records.append({key: value})
+                continue
+            elif current is None or key in current:
+                current = start()
+            current[key] = value
+    if not records:
+        raise _err(source, "holds no `Key : Value` lines of npu-smi output")
+    return {"kind": "kv", "records": records}
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def parse(text: str, kind: str | None = None, source: str = "-") -> dict:
+    """Parse npu-smi output; ``kind`` is ``info``, ``map`` or ``kv`` (detected when None).
+
+    Raises ``InputError`` naming ``source`` for empty, binary, truncated or unrecognised
+    input.
+    """
+    lines = _lines(text, source)
+    if kind is None:
+        kind = _detect([line.strip() for _, line in lines if line.strip()], source)
+    if kind == "info":
+        return _parse_info(lines, source)
+    if kind == "map":
+        return _parse_map(lines, source)
+    if kind == "kv":
+        return _parse_kv(lines, source)
+    raise InputError(f"unknown npu-smi output kind {kind!r}; use one of: {', '.join(KINDS)}")
+
+
+def _resolve(binary: str) -> str:
+    if os.sep in binary:
+        if not os.path.exists(binary):
+            raise InputError(
+                f"{binary}: npu-smi not found at this path; the Ascend driver is not "
+                "installed here or the path is wrong (in a container, mount "
+                "/usr/local/bin/npu-smi from the host)"
+            )
+        if os.path.isdir(binary) or not os.access(binary, os.X_OK):
+            raise InputError(
+                f"{binary}: npu-smi is not an executable file; fix its mode "
+                "(chmod 0755) or point at the real binary"
+            )
+        return binary
+    found = shutil.which(binary)
+    if found:
+        return found
+    for directory in FALLBACK_DIRS:
+        candidate = os.path.join(directory, binary)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise CheckFailed(
+        f"{binary}: not found on PATH or in {' or '.join(FALLBACK_DIRS)}; the Ascend NPU "
+        "driver is not installed on this host, or (in a container) npu-smi is not mounted "
+        "from the host (-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi)"
+    )
+
+
+def run_npu_smi(args: list[str], binary: str = "npu-smi", timeout: float = 30) -> str:
+    """Run ``npu-smi ARGS`` and return its stdout; ``CheckFailed``/``InputError`` otherwise."""
+    path = _resolve(binary)
+    command = " ".join([os.path.basename(binary), *args])
+    try:
+        done = subprocess.run([path, *args], capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(
+            f"`{command}` did not finish within {timeout:g} s; the NPU driver or a device "
+            "is hung (check `dmesg` and the driver logs in /var/log/npu)"
+        ) from None
+    except OSError as exc:
+        raise CheckFailed(f"`{command}` could not be started: {exc.strerror or exc}") from None
+    stdout = done.stdout.decode("utf-8", errors="replace")
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", errors="replace").strip() or stdout.strip()
+        detail = " ".join(detail.split())[:400] or "no output"
+        raise CheckFailed(
+            f"`{command}` exited with status {done.returncode}: {detail}; the driver is "
+            "installed but the devices are not usable (check `dmesg`, reload the driver or "
+            "reboot after a firmware upgrade)"
+        )
+    return stdout
