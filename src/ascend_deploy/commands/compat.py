@@ -1,0 +1,131 @@
+"""``ascend-deploy compat``: resolve a matching runtime set, or check the installed one."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import compat
+from ..cli import emit
+from ..errors import InputError
+from ..versions import read_versions
+
+_FLAG_PACKAGES = (
+    ("torch", "torch"),
+    ("torch_npu", "torch-npu"),
+    ("vllm", "vllm"),
+    ("vllm_ascend", "vllm-ascend"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    res = actions.add_parser(
+        "resolve",
+        help="the vllm-ascend / vllm / torch / torch_npu set and image for a CANN version",
+        description="Pick one row of the compatibility matrix. Final releases win over "
+        "release candidates; RCs only with --allow-rc when no final release matches.",
+    )
+    res.add_argument("--cann", required=True, metavar="VER", help="CANN version, e.g. 8.5.0")
+    res.add_argument("--hardware", default="a2", choices=compat.HARDWARE, help="default a2")
+    res.add_argument("--python", metavar="X.Y", help="only rows supporting this Python")
+    res.add_argument("--allow-rc", action="store_true", help="accept release candidates")
+    res.add_argument(
+        "--os", dest="os_variant", choices=compat.OS_VARIANTS, help="image OS (default ubuntu)"
+    )
+    res.add_argument(
+        "--registry",
+        default=compat.DEFAULT_REGISTRY,
+        help="image registry (default quay.io/ascend)",
+    )
+    res.add_argument("--json", action="store_true", help="print JSON")
+
+    chk = actions.add_parser(
+        "check",
+        help="compare installed versions with the matrix (pitfall 1)",
+        description="Installed versions come from `versions` (--root, --python) unless "
+        "given as flags.",
+    )
+    chk.add_argument("--root", default="/", metavar="DIR", help="prefix for every path")
+    chk.add_argument("--python", metavar="PATH", help="interpreter to read packages from")
+    chk.add_argument("--cann", metavar="VER", help="CANN version (default: the installed one)")
+    chk.add_argument("--hardware", default="a2", choices=compat.HARDWARE, help="default a2")
+    for key, flag in _FLAG_PACKAGES:
+        chk.add_argument(f"--{flag}", dest=key, metavar="VER", help=f"installed {flag} version")
+    chk.add_argument("--python-version", metavar="X.Y.Z", help="installed Python version")
+    chk.add_argument("--json", action="store_true", help="print JSON")
+
+
+def render_row(row: dict) -> str:
+    keys = (
+        "vllm_ascend",
+        "vllm",
+        "torch",
+        "torch_npu",
+        "python",
+        "cann",
+        "hardware",
+        "support",
+        "released",
+        "image",
+        "pip",
+    )
+    lines = [f"{k:<12} {row.get(k)}" for k in keys if row.get(k) not in (None, "")]
+    for extra in ("triton_ascend", "mooncake", "base_image"):
+        if row.get(extra):
+            lines.append(f"{extra:<12} {row[extra]}")
+    lines += [f"note         {n}" for n in row.get("notes") or []]
+    if row.get("alternatives"):
+        lines.append(f"also         {', '.join(row['alternatives'])}")
+    return "\n".join(lines)
+
+
+def render_findings(result: dict) -> str:
+    lines = [f"CANN {result['cann']} on {result['hardware']}:"]
+    for f in result["findings"]:
+        line = f"  {f['status'].upper():<5} {f['id']}: {f['evidence']}"
+        if f["fix"] and f["status"] != "ok":
+            line += f"\n        fix: {f['fix']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "resolve":
+        row = compat.resolve(
+            args.cann,
+            args.hardware,
+            python=args.python,
+            allow_rc=args.allow_rc,
+            os_variant=args.os_variant,
+            registry=args.registry,
+        )
+        emit(row, args.json, render_row)
+        return 0
+    flags = {key: getattr(args, key) for key, _flag in _FLAG_PACKAGES}
+    if any(flags.values()) or args.python_version:
+        installed: dict = {"packages": flags, "python": args.python_version}
+        cann = args.cann
+        if cann is None:
+            found = read_versions(args.root).get("cann")
+            cann = found and found["version"]
+    else:
+        installed = read_versions(args.root, args.python)
+        if not args.python:
+            raise InputError(
+                "compat check: pass --python PATH (the serving interpreter) or the "
+                "installed versions as --torch/--torch-npu/--vllm/--vllm-ascend"
+            )
+        cann = args.cann or (installed["cann"] and installed["cann"]["version"])
+    if not cann:
+        raise InputError(
+            f"compat check: no CANN installed under --root {args.root}; pass --cann VER"
+        )
+    findings = compat.check(installed, cann, args.hardware)
+    result = {
+        "cann": cann,
+        "hardware": args.hardware,
+        "findings": findings,
+        "ok": not any(f["status"] == "fail" for f in findings),
+    }
+    emit(result, args.json, render_findings)
+    return 0 if result["ok"] else 1

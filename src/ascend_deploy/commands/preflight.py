@@ -1,0 +1,51 @@
+"""``ascend-deploy preflight``: every host check in one report (exit 0 ok, 1 failed, 2 input)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cli import emit
+from ..compat import HARDWARE
+from ..preflight import render_table, run_preflight
+from ..procs import load_npu_info
+from .procs import _port
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default="/", metavar="DIR", help="prefix for every path")
+    parser.add_argument("--port", type=_port, metavar="P", help="port the server will use")
+    parser.add_argument("--model-dir", metavar="DIR", help="model to plan for this host")
+    parser.add_argument("--service", metavar="NAME", help="our service (see procs)")
+    parser.add_argument("--hardware", choices=HARDWARE, help="default: from the chip names")
+    parser.add_argument("--python", metavar="PATH", help="serving interpreter to check")
+    parser.add_argument(
+        "--npu-smi-file", metavar="FILE", help="saved `npu-smi info` output (- = stdin)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def render(result: dict) -> str:
+    counts = {s: sum(c["status"] == s for c in result["checks"]) for s in ("ok", "warn", "fail")}
+    verdict = "PASS" if result["ok"] else "FAIL"
+    summary = (
+        f"preflight {verdict} ({result['hardware']}): {counts['ok']} ok, "
+        f"{counts['warn']} warn, {counts['fail']} fail"
+    )
+    return render_table(result["checks"]) + "\n\n" + summary
+
+
+def run(args: argparse.Namespace) -> int:
+    npu_info = None  # run_preflight runs npu-smi itself
+    if args.npu_smi_file is not None:
+        npu_info, _none = load_npu_info(args.npu_smi_file)
+    result = run_preflight(
+        root=args.root,
+        port=args.port,
+        model_dir=args.model_dir,
+        npu_info=npu_info,
+        service=args.service,
+        hardware=args.hardware,
+        python=args.python,
+    )
+    emit(result, args.json, render)
+    return 0 if result["ok"] else 1

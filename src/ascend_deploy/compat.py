@@ -1,0 +1,544 @@
+"""The vllm-ascend compatibility matrix: resolve a runtime set, check an installed one.
+
+The matrix is package data (``data/compat_matrix.json``) converted from
+shared/reference/compat-matrix.yaml, whose sources are kept in its ``sources`` list
+(vllm-ascend ``docs/source/community/versioning_policy.md`` plus README / Dockerfile /
+requirements.txt per tag). Image suffixes follow vllm-ascend
+``.github/workflows/schedule_image_build_and_push.yaml`` (shared/reference/vllm-ascend.md
+§2.1). Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
+(shared/reference/ascend-host.md §5.3). Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pkgutil
+import re
+from functools import lru_cache
+
+from .errors import CheckFailed, InputError
+from .versioning import (
+    is_prerelease,
+    is_version,
+    pinned_version,
+    same_release,
+    satisfies,
+    version_key,
+)
+
+MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "compat_matrix.json")
+HARDWARE = ("a2", "a3", "a5", "310p")
+OS_VARIANTS = ("ubuntu", "openeuler")
+DEFAULT_REGISTRY = "quay.io/ascend"
+HUAWEI_PYPI = "https://mirrors.huaweicloud.com/ascend/repos/pypi"
+PIP_NAMES = {
+    "vllm": "vllm",
+    "vllm_ascend": "vllm-ascend",
+    "torch": "torch",
+    "torch_npu": "torch-npu",
+}
+
+# Image tag suffix per hardware (vllm-ascend.md §2.1). The first tag that has the image:
+# -a3 since v0.10.0rc1, -310p since v0.9.1rc1 (not in the v0.9.1 final line; the matrix's
+# hardware lists already reflect that), -a5 since v0.17.0rc1 (first Ascend 950 release).
+IMAGE_SUFFIX = {"a2": "", "a3": "-a3", "310p": "-310p", "a5": "-a5"}
+IMAGE_SINCE = {"a3": "v0.10.0rc1", "310p": "v0.9.1rc1", "a5": "v0.17.0rc1"}
+
+# Published driver/HDK <-> CANN pairings (ascend-host.md §5.3). ``trains``: driver versions
+# (a listed "25.5" covers 25.5.X); ``oldest``: drivers older than this are known too old.
+HDK_PAIRINGS: list[dict] = [
+    {
+        "cann": "8.5.0",
+        "trains": ["25.5", "25.3", "25.2", "25.0"],
+        "oldest": "25.0.rc1",
+        "source": "hiascend CANN 8.5.0 release note (canncommercial/850/releasenote)",
+    },
+    {
+        "cann": "8.5.1",
+        "trains": ["25.5", "25.3", "25.2", "25.0"],
+        "oldest": "25.0.rc1",
+        "source": "gitcode Ascend/release-management MindIE 26.0.0 release note "
+        "(CANN 8.5.1 uses the HDK set of 8.5.0)",
+    },
+    {
+        "cann": "8.5.0.alpha001",
+        "trains": ["25.2"],
+        "oldest": None,
+        "source": "hiascend CANN 8.5.0.alpha001 release note",
+    },
+    {
+        "cann": "8.2.RC1",
+        "trains": ["25.2.0", "25.0.rc1", "24.1.0", "24.1.rc3", "24.1.rc2"],
+        "oldest": "24.1.rc2",
+        "source": "hiascend MindIE 2.1.RC1 release note",
+    },
+    {
+        "cann": "8.3.RC1",
+        "trains": ["25.3.rc1"],
+        "oldest": None,
+        "source": "Ascend Deployer downloader/software/CANN_8.3.RC1.json",
+    },
+    {
+        "cann": "8.0.RC1",
+        "trains": ["24.1.rc1"],
+        "oldest": None,
+        "source": "hiascend MindCluster 6.0.RC1 release note",
+    },
+    {
+        "cann": "9.1.0",
+        "trains": ["26.1.0", "25.7.rc1", "25.6.rc1", "25.1.rc1"],
+        "oldest": None,
+        "source": "hiascend MindCluster 26.1.0 patch note (HDK 26.1.0; Atlas 350 25.7.RC1, "
+        "Atlas 850 25.6.RC1, Atlas 950 SuperPoD 25.1.RC1)",
+    },
+]
+
+
+# ----------------------------------------------------------------------------- matrix
+
+
+@lru_cache(maxsize=1)
+def _load(path: str) -> tuple[dict, ...]:
+    try:
+        raw = pkgutil.get_data(__package__ or "ascend_deploy", "data/compat_matrix.json")
+    except (OSError, ValueError):  # not importable as a package (copied module_utils)
+        raw = None
+    try:
+        if raw is None:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        doc = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: compatibility matrix unreadable ({exc}); reinstall") from None
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise InputError(f"{path}: compatibility matrix has no 'rows' list; reinstall")
+    return tuple(rows)
+
+
+def load_matrix() -> list[dict]:
+    """All rows of the shipped matrix (copies; official and unofficial)."""
+    return [dict(r) for r in _load(MATRIX_PATH)]
+
+
+def hardware_support(row: dict, hardware: str) -> tuple[bool, str]:
+    """Whether ``row`` lists ``hardware``, and its note (``experimental`` ...)."""
+    entries = row.get("hardware")
+    if not isinstance(entries, list):
+        return False, ""
+    for entry in entries:
+        m = re.match(r"^\s*([a-z0-9]+)\s*(?:\((.*)\))?\s*$", str(entry), re.I)
+        if m and m.group(1).lower() == hardware:
+            return True, (m.group(2) or "").strip()
+    return False, ""
+
+
+def row_cann(row: dict, hardware: str) -> str:
+    """The CANN a row needs on ``hardware`` (``cann_310p`` or a ``needs CANN X`` note wins)."""
+    if hardware == "310p" and row.get("cann_310p"):
+        return str(row["cann_310p"])
+    _ok, note = hardware_support(row, hardware)
+    m = re.search(r"needs CANN\s+([0-9][\w.]*)", note, re.I)
+    return m.group(1) if m else str(row.get("cann", ""))
+
+
+def _cann_matches(row: dict, hardware: str, cann: str) -> bool:
+    """``cann`` meets the row's CANN cell.
+
+    Open lower bounds (``>=8.0.RC2`` in tag-only rows, from READMEs written in the 8.0
+    era) only cover the same major.minor series: they are not a promise about CANN 9.
+    """
+    spec = row_cann(row, hardware)
+    try:
+        if not satisfies(cann, spec):
+            return False
+    except ValueError:
+        return False
+    bound = re.match(r"^\s*>=?\s*([0-9][\w.]*)\s*$", spec)
+    if bound:
+        return version_key(bound.group(1))[0][:2] == version_key(cann)[0][:2]
+    return True
+
+
+def is_final(row: dict) -> bool:
+    return not is_prerelease(row["vllm_ascend"])
+
+
+def is_official(row: dict) -> bool:
+    return row.get("official_matrix", True) is not False
+
+
+def preference(row: dict) -> tuple:
+    """Higher is better: final over rc, official over tag-only, newer over older."""
+    return (is_final(row), is_official(row), version_key(row["vllm_ascend"]))
+
+
+def find_row(vllm_ascend: str) -> dict | None:
+    """The matrix row for an installed vllm-ascend version (``0.13.0`` or ``v0.13.0``)."""
+    for row in load_matrix():
+        if is_version(vllm_ascend) and same_release(row["vllm_ascend"], vllm_ascend):
+            return row
+    return None
+
+
+# ----------------------------------------------------------------------------- resolve
+
+
+def _validate(cann: str, hardware: str, python: str | None, os_variant: str | None) -> None:
+    if not isinstance(cann, str) or not is_version(cann):
+        raise InputError(f"--cann {cann!r} is not a CANN version (examples: 8.5.0, 8.2.RC1, 9.1.0)")
+    if hardware not in HARDWARE:
+        raise InputError(f"--hardware {hardware!r} is not one of {', '.join(HARDWARE)}")
+    if python is not None and not re.fullmatch(r"3\.\d+(\.\d+)?", str(python)):
+        raise InputError(f"--python {python!r} is not a Python version like 3.11")
+    if os_variant is not None and os_variant not in OS_VARIANTS:
+        raise InputError(f"--os {os_variant!r} is not one of {', '.join(OS_VARIANTS)}")
+
+
+def image_for(row: dict, hardware: str, os_variant: str | None, registry: str) -> str:
+    """``<registry>/vllm-ascend:<tag><-hardware><-openeuler>``."""
+    tag = row["vllm_ascend"]
+    suffix = IMAGE_SUFFIX[hardware]
+    if os_variant == "openeuler":
+        suffix += "-openeuler"
+    return f"{registry.rstrip('/')}/vllm-ascend:{tag}{suffix}"
+
+
+def pins(row: dict) -> dict[str, str]:
+    """pip requirement per package: ``{"torch": "torch==2.8.0", ...}`` (unpinned omitted)."""
+    out = {}
+    for key in ("vllm", "vllm_ascend", "torch", "torch_npu"):
+        spec = str(row.get(key, ""))
+        exact = pinned_version(spec)
+        name = PIP_NAMES[key]
+        if exact:
+            out[key] = f"{name}=={exact}"
+            continue
+        cleaned = re.sub(r"\(.*?\)", "", spec).strip()
+        if cleaned and cleaned.lower() not in {"unpinned", "unknown"}:
+            out[key] = f"{name}{cleaned}"
+    return out
+
+
+def pip_command(row: dict, only: list[str] | None = None) -> str:
+    """The install commands for a row, vLLM before vllm-ascend (vllm-ascend issue #5710)."""
+    req = pins(row)
+    keys = [k for k in ("torch", "torch_npu", "vllm", "vllm_ascend") if k in req]
+    if only is not None:
+        keys = [k for k in keys if k in only]
+    if not keys:
+        return ""
+    parts = []
+    torch_keys = [k for k in keys if k in ("torch", "torch_npu")]
+    if torch_keys:
+        cmd = "pip install " + " ".join(f"'{req[k]}'" for k in torch_keys)
+        if "torch_npu" in torch_keys:
+            cmd += f" --extra-index-url {HUAWEI_PYPI}"
+        parts.append(cmd)
+    parts += [f"pip install '{req[k]}'" for k in ("vllm", "vllm_ascend") if k in keys]
+    return " && ".join(parts)
+
+
+def _describe(row: dict, hardware: str) -> str:
+    kind = "final" if is_final(row) else "rc"
+    if not is_official(row):
+        kind += ", not in the official matrix"
+    return f"{row['vllm_ascend']} (CANN {row_cann(row, hardware)}, {kind})"
+
+
+def nearest(cann: str, hardware: str = "a2", python: str | None = None, n: int = 3) -> list[dict]:
+    """Best row for each of the ``n`` CANN versions closest to ``cann`` on ``hardware``."""
+    best: dict[str, dict] = {}
+    for row in load_matrix():
+        ok, _note = hardware_support(row, hardware)
+        if not ok or not pinned_version(row_cann(row, hardware)):
+            continue
+        if python and satisfies(python, row.get("python", "")) is False:
+            continue
+        c = pinned_version(row_cann(row, hardware)) or ""
+        if c not in best or preference(row) > preference(best[c]):
+            best[c] = row
+    target = version_key(cann)
+    ordered = sorted(best, key=version_key)
+    keys = [version_key(c) for c in ordered]
+    pos = sum(1 for k in keys if k < target)
+
+    def distance(i: int) -> tuple:
+        return (abs(i - pos) if i < pos else abs(i - pos) + 0.5, -i)
+
+    picked = sorted(range(len(ordered)), key=distance)[:n]
+    return [best[ordered[i]] for i in picked]
+
+
+def resolve(
+    cann: str,
+    hardware: str = "a2",
+    python: str | None = None,
+    allow_rc: bool = False,
+    os_variant: str | None = None,
+    registry: str = DEFAULT_REGISTRY,
+) -> dict:
+    """The matrix row to run on CANN ``cann`` / ``hardware``, plus ``image`` and pins.
+
+    Final releases win over release candidates; RCs (and tags absent from the official
+    matrix) are only chosen with ``allow_rc`` when no final release matches. No match is
+    CheckFailed naming the nearest rows.
+    """
+    hardware = str(hardware).lower()
+    if os_variant == "ubuntu":
+        os_variant = None
+    _validate(cann, hardware, python, os_variant)
+    matches = []
+    for row in load_matrix():
+        ok, _note = hardware_support(row, hardware)
+        if not ok or not _cann_matches(row, hardware, cann):
+            continue
+        if python and satisfies(python, row.get("python", "")) is False:
+            continue
+        matches.append(row)
+    finals = [r for r in matches if is_final(r) and is_official(r)]
+    eligible = finals or (matches if allow_rc else [])
+    where = f"CANN {cann} on {hardware}" + (f" with Python {python}" if python else "")
+    if not eligible:
+        if matches:
+            rcs = ", ".join(r["vllm_ascend"] for r in sorted(matches, key=preference, reverse=True))
+            raise CheckFailed(
+                f"only release candidates support {where}: {rcs}; pass --allow-rc to use one, "
+                "or install a CANN version that has a final release"
+            )
+        near = ", ".join(_describe(r, hardware) for r in nearest(cann, hardware, python))
+        raise CheckFailed(
+            f"no vllm-ascend release supports {where}; nearest: {near or 'none'}; "
+            "install one of those CANN versions"
+        )
+    eligible.sort(key=preference, reverse=True)
+    row = dict(eligible[0])
+    _ok, note = hardware_support(row, hardware)
+    notes = []
+    if note:
+        notes.append(f"{hardware} support: {note}")
+    if not is_final(row):
+        notes.append("release candidate: no final vllm-ascend release supports this CANN")
+    if not is_official(row):
+        notes.append("tag absent from the official matrix; values from its Dockerfile")
+    since = IMAGE_SINCE.get(hardware)
+    if since and version_key(row["vllm_ascend"]) < version_key(since):
+        notes.append(f"no {IMAGE_SUFFIX[hardware]} image before {since}; build from source")
+    if hardware == "a5":
+        notes.append("newer docs name the 950 image suffix -950dt; CI still pushes -a5")
+    if any("post" in p or "dev" in p or "+" in p for p in [pins(row).get("torch_npu", "")]):
+        notes.append(f"{pins(row)['torch_npu']} may only be on {HUAWEI_PYPI}")
+    row.update(
+        {
+            "hardware": hardware,
+            "support": note or "supported",
+            "cann": row_cann(row, hardware),
+            "official_matrix": is_official(row),
+            "prerelease": not is_final(row),
+            "image": image_for(row, hardware, os_variant, registry),
+            "pins": pins(row),
+            "pip": pip_command(row),
+            "notes": notes,
+            "alternatives": [r["vllm_ascend"] for r in eligible[1:]],
+        }
+    )
+    return row
+
+
+# ----------------------------------------------------------------------------- check
+
+
+def _finding(fid: str, status: str, evidence: str, fix: str = "", pitfall: int | None = 1) -> dict:
+    return {"id": fid, "pitfall": pitfall, "status": status, "evidence": evidence, "fix": fix}
+
+
+def _installed_parts(installed: dict) -> tuple[dict, str | None]:
+    if not isinstance(installed, dict):
+        raise InputError(f"installed versions must be a mapping, got {type(installed).__name__}")
+    packages = installed.get("packages", installed)
+    if not isinstance(packages, dict):
+        raise InputError("installed 'packages' must be a mapping of package -> version")
+    python = installed.get("python")
+    if isinstance(python, dict):
+        python = python.get("version")
+    for key in ("torch", "torch_npu", "vllm", "vllm_ascend"):
+        value = packages.get(key)
+        if value is not None and (not isinstance(value, str) or not is_version(value)):
+            raise InputError(f"installed {key} version {value!r} is not a version number")
+    return packages, python if isinstance(python, str) else None
+
+
+def check(installed: dict, cann: str, hardware: str) -> list[dict]:
+    """Findings (pitfall 1) comparing installed packages with the matrix for ``cann``."""
+    hardware = str(hardware).lower()
+    _validate(cann, hardware, None, None)
+    packages, python = _installed_parts(installed)
+    findings: list[dict] = []
+    try:
+        wanted = resolve(cann, hardware, allow_rc=True)
+        findings.append(
+            _finding(
+                "compat.cann",
+                "ok",
+                f"CANN {cann} on {hardware} is served by vllm-ascend {wanted['vllm_ascend']}",
+            )
+        )
+    except CheckFailed as exc:
+        wanted = None
+        findings.append(
+            _finding("compat.cann", "fail", str(exc), "install a CANN version from the matrix")
+        )
+
+    target = None
+    va = packages.get("vllm_ascend")
+    if va:
+        target = find_row(va)
+        if target is None:
+            findings.append(
+                _finding(
+                    "compat.vllm_ascend",
+                    "warn",
+                    f"vllm-ascend {va} is not a release in the matrix (development build?)",
+                    f"install a release: {pip_command(wanted)}" if wanted else "",
+                )
+            )
+            target = wanted
+        else:
+            supports_hw, _note = hardware_support(target, hardware)
+            needs = row_cann(target, hardware)
+            if not supports_hw:
+                findings.append(
+                    _finding(
+                        "compat.vllm_ascend",
+                        "fail",
+                        f"vllm-ascend {va} does not support {hardware} hardware",
+                        f"install {pip_command(wanted)}" if wanted else "",
+                    )
+                )
+                target = wanted
+            elif not _cann_matches(target, hardware, cann):
+                fix = f"install CANN {needs} (toolkit, kernels/ops and NNAL)"
+                if wanted:
+                    fix += f", or switch to the set for CANN {cann}: {pip_command(wanted)}"
+                findings.append(
+                    _finding(
+                        "compat.vllm_ascend",
+                        "fail",
+                        f"vllm-ascend {va} needs CANN {needs}, host has CANN {cann}",
+                        fix,
+                    )
+                )
+                target = wanted or target  # changing pip packages is easier than CANN
+            else:
+                findings.append(
+                    _finding("compat.vllm_ascend", "ok", f"vllm-ascend {va} matches CANN {cann}")
+                )
+    else:
+        target = wanted
+        findings.append(
+            _finding(
+                "compat.vllm_ascend",
+                "fail",
+                "vllm-ascend is not installed",
+                f"{pip_command(wanted)}"
+                if wanted
+                else "pick a row with 'ascend-deploy compat resolve'",
+            )
+        )
+    if target is None:
+        return findings
+
+    wrong: list[str] = []
+    for key in ("vllm", "torch", "torch_npu"):
+        spec = str(target.get(key, ""))
+        have = packages.get(key)
+        req = pins(target).get(key)
+        name = PIP_NAMES[key]
+        if have is None:
+            findings.append(
+                _finding(
+                    f"compat.{key}",
+                    "fail",
+                    f"{name} is not installed; vllm-ascend {target['vllm_ascend']} needs {spec}",
+                    pip_command(target, [key]),
+                )
+            )
+            wrong.append(key)
+            continue
+        verdict = satisfies(have, spec)
+        if verdict is False:
+            findings.append(
+                _finding(
+                    f"compat.{key}",
+                    "fail",
+                    f"{name} {have} installed, vllm-ascend {target['vllm_ascend']} needs {spec}",
+                    pip_command(target, [key]) or f"install {name} {spec}",
+                )
+            )
+            wrong.append(key)
+        else:
+            extra = "" if verdict else " (the matrix does not pin it)"
+            findings.append(
+                _finding(f"compat.{key}", "ok", f"{name} {have} matches {spec or req}{extra}")
+            )
+    if python:
+        spec = str(target.get("python", ""))
+        if satisfies(python, spec) is False:
+            findings.append(
+                _finding(
+                    "compat.python",
+                    "fail",
+                    f"Python {python}, vllm-ascend {target['vllm_ascend']} needs {spec}",
+                    f"create a virtualenv with a Python in {spec} and reinstall the set",
+                )
+            )
+        else:
+            findings.append(_finding("compat.python", "ok", f"Python {python} is within {spec}"))
+    if wrong or any(f["status"] == "fail" for f in findings):
+        findings.append(
+            _finding(
+                "compat.install-set",
+                "fail",
+                f"the installed stack is not one row of the matrix "
+                f"(target vllm-ascend {target['vllm_ascend']}, CANN {row_cann(target, hardware)})",
+                pip_command(target) + "; then run: python -m pip check",
+            )
+        )
+    return findings
+
+
+# ----------------------------------------------------------------------------- driver pairing
+
+
+def _train_match(driver: str, train: str) -> bool:
+    d, t = driver.lower(), train.lower()
+    return d == t or d.startswith(t + ".")
+
+
+def driver_supports_cann(driver_version: str, cann: str) -> bool | None:
+    """Published pairing of driver (HDK) ``driver_version`` with ``cann``.
+
+    True: listed in a release note; False: older than the oldest driver a release note
+    lists; None: no published statement (newer drivers, unlisted CANN releases).
+    """
+    if not is_version(driver_version) or not is_version(cann):
+        return None
+    for pairing in HDK_PAIRINGS:
+        if not same_release(pairing["cann"], cann):
+            continue
+        if any(_train_match(driver_version, t) for t in pairing["trains"]):
+            return True
+        oldest = pairing["oldest"]
+        if oldest and version_key(driver_version) < version_key(oldest):
+            return False
+        return None
+    return None
+
+
+def pairing_source(cann: str) -> str | None:
+    """Where the published pairing for ``cann`` comes from."""
+    for pairing in HDK_PAIRINGS:
+        if is_version(cann) and same_release(pairing["cann"], cann):
+            return pairing["source"]
+    return None

@@ -1,0 +1,341 @@
+"""compat: the shipped matrix, resolve, check, driver pairings and the CLI."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+
+import pytest
+import yaml
+from conftest import DATA
+
+from ascend_deploy import compat
+from ascend_deploy.cli import main
+from ascend_deploy.errors import CheckFailed, InputError
+
+_spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
+build_tree = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_tree)
+
+
+def _plain(value):
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+# ----------------------------------------------------------------------------- matrix data
+
+
+def test_json_matrix_equals_the_yaml_copy():
+    text = (DATA / "compat-matrix.yaml").read_text(encoding="utf-8")
+    rows = [_plain(r) for r in yaml.safe_load(text)]
+    assert compat.load_matrix() == rows
+    with open(compat.MATRIX_PATH, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    comments = [line[1:].strip() for line in text.splitlines() if line.startswith("#")]
+    assert doc["sources"] == comments
+    assert any("versioning_policy.md" in s for s in doc["sources"])
+
+
+def test_matrix_keeps_unofficial_rows_and_dates():
+    rows = compat.load_matrix()
+    tags = [r["vllm_ascend"] for r in rows]
+    assert len(rows) == 42 and len(set(tags)) == 42
+    unofficial = [r["vllm_ascend"] for r in rows if r.get("official_matrix") is False]
+    assert unofficial == [
+        "v0.7.1rc1",
+        "v0.7.3rc1",
+        "v0.7.3rc2",
+        "v0.8.4rc1",
+        "v0.24.0rc1",
+        "v0.25.1rc1",
+    ]
+    assert next(r for r in rows if r["vllm_ascend"] == "v0.13.0")["released"] == "2026-02-06"
+
+
+def test_load_matrix_returns_copies():
+    compat.load_matrix()[0]["vllm_ascend"] = "changed"
+    assert compat.load_matrix()[0]["vllm_ascend"] == "v0.7.3"
+
+
+# ----------------------------------------------------------------------------- resolve
+
+
+@pytest.mark.parametrize(
+    "cann, hardware, tag, torch_npu, image",
+    [
+        ("8.5.0", "a2", "v0.13.0", "2.8.0.post2", "quay.io/ascend/vllm-ascend:v0.13.0"),
+        ("8.5.1", "a2", "v0.18.0", "2.9.0.post1+git4c901a4", "quay.io/ascend/vllm-ascend:v0.18.0"),
+        ("9.1.0", "a2", "v0.23.0", "2.10.0.post4", "quay.io/ascend/vllm-ascend:v0.23.0"),
+        ("8.2.RC1", "a2", "v0.9.1", "2.5.1.post1", "quay.io/ascend/vllm-ascend:v0.9.1"),
+        ("8.2.rc1", "a2", "v0.9.1", "2.5.1.post1", "quay.io/ascend/vllm-ascend:v0.9.1"),
+        ("8.1.RC1", "a2", "v0.7.3.post1", "2.5.1", "quay.io/ascend/vllm-ascend:v0.7.3.post1"),
+        ("8.3.RC2", "a3", "v0.11.0", "2.7.1.post1", "quay.io/ascend/vllm-ascend:v0.11.0-a3"),
+        ("9.1.0", "310p", "v0.23.0", "2.10.0.post4", "quay.io/ascend/vllm-ascend:v0.23.0-310p"),
+        ("9.1.0", "a5", "v0.23.0", "2.10.0.post4", "quay.io/ascend/vllm-ascend:v0.23.0-a5"),
+        # v0.18.0 lists "310p(needs CANN 9.0.0)": on 310P it runs on CANN 9.0.0, not 8.5.1
+        (
+            "9.0.0",
+            "310p",
+            "v0.18.0",
+            "2.9.0.post1+git4c901a4",
+            "quay.io/ascend/vllm-ascend:v0.18.0-310p",
+        ),
+    ],
+)
+def test_resolve_prefers_final_releases(cann, hardware, tag, torch_npu, image):
+    row = compat.resolve(cann, hardware)
+    assert row["vllm_ascend"] == tag
+    assert row["torch_npu"] == torch_npu
+    assert row["image"] == image
+    assert row["prerelease"] is False
+    assert row["pins"]["vllm_ascend"] == f"vllm-ascend=={tag[1:]}"
+
+
+def test_resolve_row_fields_and_pip_order():
+    row = compat.resolve("8.5.0")
+    assert (row["vllm"], row["torch"], row["python"], row["cann"]) == (
+        "v0.13.0",
+        "2.8.0",
+        ">=3.10,<3.12",
+        "8.5.0",
+    )
+    assert row["base_image"] == "quay.io/ascend/cann:8.5.0-910b-ubuntu22.04-py3.11"
+    pip = row["pip"]
+    assert pip.index("torch==2.8.0") < pip.index("'vllm==0.13.0'") < pip.index("vllm-ascend==")
+    assert "--extra-index-url https://mirrors.huaweicloud.com/ascend/repos/pypi" in pip
+    assert row["alternatives"] == []  # v0.13.0 is the only final release on CANN 8.5.0
+
+
+def test_resolve_openeuler_and_registry():
+    row = compat.resolve("8.3.RC2", "a3", os_variant="openeuler", registry="quay.nju.edu.cn/ascend")
+    assert row["image"] == "quay.nju.edu.cn/ascend/vllm-ascend:v0.11.0-a3-openeuler"
+    assert compat.resolve("8.5.0", os_variant="ubuntu")["image"].endswith(":v0.13.0")
+
+
+def test_rc_only_cann_needs_allow_rc():
+    with pytest.raises(CheckFailed) as err:
+        compat.resolve("9.0.0")
+    assert "v0.22.1rc1" in str(err.value) and "--allow-rc" in str(err.value)
+    row = compat.resolve("9.0.0", allow_rc=True)
+    assert row["vllm_ascend"] == "v0.22.1rc1"
+    assert row["prerelease"] is True
+    assert any("release candidate" in n for n in row["notes"])
+
+
+def test_allow_rc_still_prefers_a_final_release():
+    assert compat.resolve("8.3.RC2", allow_rc=True)["vllm_ascend"] == "v0.11.0"
+
+
+def test_python_filter():
+    assert compat.resolve("9.1.0", python="3.12")["vllm_ascend"] == "v0.23.0"
+    with pytest.raises(CheckFailed, match=r"Python 3\.12"):
+        compat.resolve("8.5.0", python="3.12")  # v0.13.0 needs <3.12
+
+
+def test_no_match_lists_the_nearest_rows():
+    with pytest.raises(CheckFailed) as err:
+        compat.resolve("8.4.0")
+    text = str(err.value)
+    assert "no vllm-ascend release supports CANN 8.4.0 on a2" in text
+    assert "v0.13.0 (CANN 8.5.0, final)" in text and "v0.11.0 (CANN 8.3.RC2, final)" in text
+    assert "\n" not in text
+
+
+def test_open_ended_tag_rows_do_not_claim_new_cann():
+    # v0.7.3rc1 says CANN ">=8.0.0" in its README; that is not a promise about CANN 10
+    with pytest.raises(CheckFailed, match=r"nearest: v0\.23\.0"):
+        compat.resolve("10.0.0", allow_rc=True)
+    row = compat.resolve("8.0.RC3", allow_rc=True)
+    assert row["vllm_ascend"] == "v0.7.1rc1" and row["official_matrix"] is False
+
+
+def test_hardware_without_row():
+    with pytest.raises(CheckFailed, match="a5"):
+        compat.resolve("8.5.0", "a5")  # 950 support starts with v0.17.0rc1 on CANN 8.5.1
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"cann": "latest"}, "--cann 'latest' is not a CANN version"),
+        ({"cann": ""}, "is not a CANN version"),
+        ({"cann": 8.5}, "is not a CANN version"),
+        ({"cann": "8.5.0", "hardware": "h100"}, "--hardware 'h100'"),
+        ({"cann": "8.5.0", "python": "three"}, "--python 'three'"),
+        ({"cann": "8.5.0", "os_variant": "centos"}, "--os 'centos'"),
+    ],
+)
+def test_resolve_bad_input(kwargs, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        compat.resolve(**kwargs)
+
+
+# ----------------------------------------------------------------------------- check
+
+
+def _by_id(findings):
+    return {f["id"]: f for f in findings}
+
+
+def test_check_matching_set_is_all_ok():
+    installed = {
+        "torch": "2.8.0",
+        "torch_npu": "2.8.0.post2",
+        "vllm": "0.13.0",
+        "vllm_ascend": "0.13.0",
+        "python": "3.11.9",
+    }
+    findings = compat.check(installed, "8.5.0", "a2")
+    assert {f["status"] for f in findings} == {"ok"}
+    assert set(_by_id(findings)) == {
+        "compat.cann",
+        "compat.vllm_ascend",
+        "compat.vllm",
+        "compat.torch",
+        "compat.torch_npu",
+        "compat.python",
+    }
+    assert all(f["pitfall"] == 1 for f in findings)
+
+
+def test_check_reports_each_mismatch_with_exact_pins():
+    installed = {
+        "packages": {
+            "torch": "2.9.0",
+            "torch_npu": "2.8.0",
+            "vllm": "0.13.0",
+            "vllm_ascend": "0.13.0rc1",
+        },
+        "python": {"version": "3.12.1"},
+    }
+    f = _by_id(compat.check(installed, "8.5.0", "a2"))
+    assert f["compat.vllm_ascend"]["status"] == "fail"
+    assert "needs CANN 8.3.RC2, host has CANN 8.5.0" in f["compat.vllm_ascend"]["evidence"]
+    assert f["compat.torch"]["status"] == "fail"
+    assert f["compat.torch"]["fix"] == "pip install 'torch==2.8.0'"
+    assert f["compat.torch_npu"]["status"] == "fail"
+    assert "'torch-npu==2.8.0.post2'" in f["compat.torch_npu"]["fix"]
+    assert f["compat.vllm"]["status"] == "ok"
+    assert f["compat.python"]["status"] == "fail"
+    assert "vllm-ascend==0.13.0'" in f["compat.install-set"]["fix"]
+    assert "pip check" in f["compat.install-set"]["fix"]
+
+
+def test_check_missing_packages_and_dev_builds():
+    f = _by_id(compat.check({"torch": "2.10.0"}, "9.1.0", "a2"))
+    assert f["compat.vllm_ascend"]["status"] == "fail"
+    assert "vllm-ascend==0.23.0" in f["compat.vllm_ascend"]["fix"]
+    assert f["compat.torch"]["status"] == "ok"
+    assert f["compat.torch_npu"]["status"] == "fail"
+    dev = _by_id(compat.check({"vllm_ascend": "0.21.0rc2.dev0+g80610e443"}, "9.1.0", "a2"))
+    assert dev["compat.vllm_ascend"]["status"] == "warn"
+    assert "development build" in dev["compat.vllm_ascend"]["evidence"]
+
+
+def test_check_unknown_cann_fails_with_nearest():
+    f = _by_id(compat.check({"vllm_ascend": "0.13.0"}, "8.4.0", "a2"))
+    assert f["compat.cann"]["status"] == "fail" and "nearest" in f["compat.cann"]["evidence"]
+
+
+@pytest.mark.parametrize(
+    "installed, message",
+    [
+        ("torch==2.8.0", "must be a mapping"),
+        ({"torch": 2.8}, "installed torch version 2.8"),
+        ({"torch_npu": "latest"}, "installed torch_npu version 'latest'"),
+        ({"packages": ["torch"]}, "must be a mapping"),
+    ],
+)
+def test_check_bad_installed(installed, message):
+    with pytest.raises(InputError, match=message):
+        compat.check(installed, "8.5.0", "a2")
+
+
+# ----------------------------------------------------------------------------- driver pairing
+
+
+@pytest.mark.parametrize(
+    "driver, cann, expected",
+    [
+        ("25.2.0", "8.5.0", True),
+        ("25.0.rc1.1", "8.5.0", True),
+        ("25.5.1", "8.5.1", True),
+        ("24.1.rc3", "8.5.0", False),  # older than every HDK the 8.5.0 note lists
+        ("23.0.7", "8.5.1", False),
+        ("26.1.0", "8.5.0", None),  # newer than the note: not stated
+        ("24.1.rc2.2", "8.2.RC1", True),
+        ("24.1.RC3", "8.2.rc1", True),
+        ("23.0.7", "8.2.RC1", False),
+        ("26.1.0", "9.1.0", True),
+        ("25.5.0", "9.1.0", None),
+        ("25.0.rc1.1", "8.1.RC1", None),  # no published pairing for 8.1.RC1
+        ("garbage", "8.5.0", None),
+    ],
+)
+def test_driver_supports_cann(driver, cann, expected):
+    assert compat.driver_supports_cann(driver, cann) is expected
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_resolve_json(capsys):
+    assert main(["compat", "resolve", "--cann", "8.5.1", "--hardware", "a3", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["image"] == "quay.io/ascend/vllm-ascend:v0.18.0-a3"
+    assert row["vllm"] == "v0.18.0"
+
+
+def test_cli_resolve_human(capsys):
+    assert main(["compat", "resolve", "--cann", "8.2.RC1"]) == 0
+    out = capsys.readouterr().out
+    assert "vllm_ascend  v0.9.1" in out and "quay.io/ascend/vllm-ascend:v0.9.1" in out
+
+
+def test_cli_resolve_no_match_exit_1(capsys):
+    assert main(["compat", "resolve", "--cann", "8.4.0"]) == 1
+    err = capsys.readouterr().err
+    assert "nearest" in err and err.count("\n") == 1
+
+
+def test_cli_resolve_bad_version_exit_2(capsys):
+    assert main(["compat", "resolve", "--cann", "eight"]) == 2
+    assert "is not a CANN version" in capsys.readouterr().err
+
+
+def test_cli_check_with_flags(tmp_path, capsys):
+    build_tree.build("a2-toolkit-8.2", tmp_path)
+    argv = [
+        "compat",
+        "check",
+        "--root",
+        str(tmp_path),
+        "--torch",
+        "2.5.1",
+        "--torch-npu",
+        "2.5.1",
+        "--vllm",
+        "0.9.1",
+        "--vllm-ascend",
+        "0.9.1",
+        "--json",
+    ]
+    assert main(argv) == 1  # torch_npu 2.5.1 is not the pinned 2.5.1.post1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cann"] == "8.2.RC1"  # read from the tree
+    f = _by_id(doc["findings"])
+    assert f["compat.torch_npu"]["status"] == "fail"
+    assert "'torch-npu==2.5.1.post1'" in f["compat.torch_npu"]["fix"]
+    assert main([*argv[:6], "--torch-npu", "2.5.1.post1", *argv[8:]]) == 0
+
+
+def test_cli_check_needs_a_cann(tmp_path, capsys):
+    assert main(["compat", "check", "--root", str(tmp_path), "--torch", "2.8.0"]) == 2
+    assert "pass --cann" in capsys.readouterr().err

@@ -1,0 +1,330 @@
+"""preflight: host trees from real version files, real npu-smi samples, real processes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import DATA, SAMPLES, sample
+
+from ascend_deploy import npu_smi
+from ascend_deploy.cli import main
+from ascend_deploy.errors import InputError
+from ascend_deploy.preflight import hardware_of, render_table, run_preflight
+from ascend_sim.checkpoints import write_checkpoint
+
+_spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
+build_tree = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_tree)
+
+B4_64 = "npu-smi-info_910B4_anon_busid_10.txt"  # 1 x 910B4 64 GB, driver 25.0.rc1.1
+
+
+def spawn_sleeper():
+    """``sleep 30``, returned once the child has exec'd (its cmdline says sleep)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+            if fh.read().startswith(b"sleep\0"):
+                return proc
+        time.sleep(0.01)
+    raise AssertionError("sleep did not start")
+
+
+def npu(name):
+    return npu_smi.parse(sample(name), source=name)
+
+
+def host(tmp_path, layout):
+    return str(build_tree.build(layout, tmp_path / layout))
+
+
+def checks_of(result):
+    return {c["id"]: c for c in result["checks"]}
+
+
+def test_consistent_host_passes(tmp_path):
+    result = run_preflight(host(tmp_path, "a2-toolkit-8.2"), npu_info=npu(B4_64))
+    c = checks_of(result)
+    assert result["ok"] is True and result["hardware"] == "a2"
+    for cid in (
+        "npu.visible",
+        "npu.health.0.0",
+        "devices.nodes",
+        "versions.driver-firmware",
+        "versions.driver-cann",
+        "versions.nnal-cann",
+        "compat.runtime",
+        "npu.foreign-memory",
+    ):
+        assert c[cid]["status"] == "ok", c[cid]
+    assert "hiascend MindIE 2.1.RC1 release note" in c["versions.driver-cann"]["evidence"]
+    assert "quay.io/ascend/vllm-ascend:v0.9.1" in c["compat.runtime"]["evidence"]
+    # the sample's banner (25.0.rc1.1) is not the tree's driver (24.1.rc3)
+    assert c["versions.driver-loaded"]["status"] == "warn"
+    for check in result["checks"]:
+        assert set(check) == {"id", "pitfall", "status", "evidence", "fix"}
+        assert check["status"] in ("ok", "warn", "fail")
+
+
+def test_driver_too_old_for_cann_85_fails(tmp_path):
+    result = run_preflight(host(tmp_path, "a2-cann-8.5"), npu_info=npu(B4_64))
+    c = checks_of(result)
+    assert result["ok"] is False
+    assert c["versions.driver-cann"]["status"] == "fail"
+    assert "24.1.rc2.2" in c["versions.driver-cann"]["evidence"]
+    assert "CANN 8.5.0 release note" in c["versions.driver-cann"]["evidence"]
+    assert c["versions.nnal"]["status"] == "warn"
+    assert "v0.13.0" in c["compat.runtime"]["evidence"]
+
+
+def test_container_host_picks_an_image_the_driver_supports(tmp_path):
+    result = run_preflight(host(tmp_path, "driver-only"), npu_info=npu(B4_64))
+    c = checks_of(result)
+    assert c["compat.runtime"]["status"] == "ok"
+    # newest final image whose CANN has a published pairing with driver 24.1.rc3
+    assert "vllm-ascend:v0.9.1 (CANN 8.2.RC1)" in c["compat.runtime"]["evidence"]
+    assert "versions.nnal" not in c
+
+
+def test_unresolvable_cann_and_loaded_driver_match(tmp_path):
+    result = run_preflight(host(tmp_path, "modelarts-7.0"), npu_info=npu(B4_64))
+    c = checks_of(result)
+    assert c["compat.runtime"]["status"] == "fail"
+    assert "CANN 7.0.T10" in c["compat.runtime"]["evidence"]
+    mismatch = run_preflight(
+        host(tmp_path, "fw-mismatch"), npu_info=npu("npu-smi-info_910_elided_7.txt"), hardware="a2"
+    )
+    m = checks_of(mismatch)
+    assert m["versions.driver-firmware"]["status"] == "fail"
+    assert m["versions.driver-loaded"]["status"] == "ok"  # both say 24.1.rc1
+
+
+def test_empty_host(tmp_path):
+    result = run_preflight(str(tmp_path), npu_info=npu(B4_64))
+    c = checks_of(result)
+    assert c["devices.nodes"]["status"] == "fail"
+    assert "davinci_manager" in c["devices.nodes"]["evidence"]
+    assert c["versions.driver"]["status"] == "fail"
+    assert c["compat.runtime"]["status"] == "fail"
+
+
+@pytest.mark.skipif(shutil.which("npu-smi") is not None, reason="this host has npu-smi")
+def test_without_npu_smi_the_npus_are_not_visible(tmp_path):
+    result = run_preflight(host(tmp_path, "a2-toolkit-8.2"))
+    c = checks_of(result)
+    assert c["npu.visible"]["status"] == "fail"
+    assert "npu-smi: not found" in c["npu.visible"]["evidence"]
+    assert result["ok"] is False
+
+
+def test_health_warning_and_unknown_product(tmp_path):
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"), npu_info=npu("npu-smi-info_with_warning_910_doc_2.txt")
+    )
+    c = checks_of(result)
+    assert c["npu.health.0.0"]["status"] == "warn"
+    assert c["npu.health.7.0"]["status"] == "ok"
+    assert c["npu.hardware"]["status"] == "warn"  # names anonymised as xxx in the doc
+
+
+def test_first_generation_910_is_unsupported(tmp_path):
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"), npu_info=npu("npu-smi-info_910A_8card_1.txt")
+    )
+    assert checks_of(result)["npu.supported"]["status"] == "fail"
+
+
+@pytest.mark.parametrize(
+    "name, hardware",
+    [
+        ("npu-smi-info_A3_25.2.1_partial_4.txt", "a3"),
+        ("npu-smi-info_310P3_duo_25.2.0_partial_4.txt", "310p"),
+        (B4_64, "a2"),
+        ("npu-smi-info_910A_8card_1.txt", None),
+    ],
+)
+def test_hardware_from_chip_names(name, hardware):
+    assert hardware_of(npu(name)["chips"]) == hardware
+
+
+def test_hbm_used_without_a_listed_process_warns(tmp_path):
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"),
+        npu_info=npu("npu-smi-info_910B4_32GB_24.1.1_partial_7.txt"),
+    )
+    check = checks_of(result)["npu.foreign-memory"]
+    assert check["status"] == "warn" and "26838/32768" in check["evidence"]
+
+
+def test_foreign_npu_holder_fails_and_managed_one_warns(tmp_path):
+    info = npu("npu-smi-info_with_processes_910B1_elided_3.txt")
+    sleeper = spawn_sleeper()
+    try:
+        info["processes"] = info["processes"][:1]
+        info["processes"][0]["pid"] = sleeper.pid
+        root = host(tmp_path, "a2-toolkit-8.2")
+        check = checks_of(run_preflight(root, npu_info=info))["npu.foreign-memory"]
+        assert check["status"] == "fail" and check["pitfall"] == 3
+        assert f"pid {sleeper.pid}" in check["evidence"] and "59618 MB" in check["evidence"]
+        assert "--kill-foreign" in check["fix"]
+        ours = checks_of(run_preflight(root, npu_info=info, service="sleep"))
+        assert ours["npu.foreign-memory"]["status"] == "warn"
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
+
+
+def test_port_held_by_a_foreign_process(tmp_path):
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(re.search(r"port (\d+)", server.stdout.readline()).group(1))
+        root = host(tmp_path, "a2-toolkit-8.2")
+        c = checks_of(run_preflight(root, port=port, npu_info=npu(B4_64)))
+        assert c["port.free"]["status"] == "fail" and c["port.free"]["pitfall"] == 3
+        assert f"pid {server.pid}" in c["port.free"]["evidence"]
+        ours = checks_of(run_preflight(root, port=port, npu_info=npu(B4_64), service="http.server"))
+        assert ours["port.free"]["status"] == "warn"
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    free = checks_of(run_preflight(root, port=port, npu_info=npu(B4_64)))
+    assert free["port.free"]["status"] == "ok"
+
+
+def test_installed_packages_are_checked_against_the_matrix(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    for dist, name, version in [
+        ("vllm_ascend-0.9.1.dist-info", "vllm-ascend", "0.9.1"),
+        ("vllm-0.9.1.dist-info", "vllm", "0.9.1"),
+    ]:
+        (site / dist).mkdir(parents=True)
+        (site / dist / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"), npu_info=npu(B4_64), python=sys.executable
+    )
+    c = checks_of(result)
+    assert c["compat.vllm_ascend"]["status"] == "ok"
+    assert c["compat.vllm"]["status"] == "ok"
+    assert c["compat.torch"]["status"] == "fail"  # this venv's CPU torch is not 2.5.1
+    assert c["compat.torch_npu"]["status"] == "fail"
+    assert "torch-npu==2.5.1.post1" in c["compat.install-set"]["fix"]
+    assert result["ok"] is False
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for key, arch, fp8 in [("4b-fp8", "qwen3-4b", True), ("32b-bf16", "qwen3-32b", False)]:
+        out[key] = str(root / key)
+        write_checkpoint(out[key], arch, fp8=fp8, data="sparse")
+    return out
+
+
+def test_model_plan_fits_and_fp8_needs_conversion(tmp_path, models):
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"), model_dir=models["4b-fp8"], npu_info=npu(B4_64)
+    )
+    c = checks_of(result)
+    assert c["model.plan"]["status"] == "ok" and "TP 1" in c["model.plan"]["evidence"]
+    assert c["model.fp8"]["status"] == "warn" and c["model.fp8"]["pitfall"] == 2
+    assert "ascend-deploy convert" in c["model.fp8"]["fix"]
+
+
+def test_model_that_does_not_fit_fails(tmp_path, models):
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"), model_dir=models["32b-bf16"], npu_info=npu(B4_64)
+    )
+    plans = [f for f in result["checks"] if f["id"].startswith("model.plan")]
+    assert plans and all(f["status"] == "fail" for f in plans)
+    assert plans[0]["pitfall"] == 5
+    assert result["ok"] is False
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(InputError, match="--model-dir"):
+        run_preflight(str(tmp_path), model_dir=str(tmp_path / "none"), npu_info=npu(B4_64))
+    with pytest.raises(InputError, match="--hardware"):
+        run_preflight(str(tmp_path), hardware="h100", npu_info=npu(B4_64))
+    with pytest.raises(InputError, match="--port"):
+        run_preflight(str(tmp_path), port=-1, npu_info=npu(B4_64))
+
+
+def test_table_has_every_column():
+    checks = [
+        {
+            "id": "port.free",
+            "pitfall": 3,
+            "status": "fail",
+            "evidence": "port 8000 is held by pid 1 " + "x" * 120,
+            "fix": "choose another",
+        },
+        {"id": "npu.health.0.0", "pitfall": None, "status": "ok", "evidence": "OK", "fix": ""},
+    ]
+    text = render_table(checks, width=120)
+    lines = text.splitlines()
+    assert lines[0].split("|")[0].strip() == "CHECK"
+    assert [h.strip() for h in lines[0].split("|")] == ["CHECK", "PIT", "STATUS", "EVIDENCE", "FIX"]
+    assert "FAIL" in lines[2] and "choose another" in lines[2]
+    assert max(len(line) for line in lines) <= 120
+    assert any(line.startswith("npu.health.0.0") and "|   - |" in line for line in lines)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_exit_0_and_table(tmp_path, capsys):
+    root = host(tmp_path, "a2-toolkit-8.2")
+    assert main(["preflight", "--root", root, "--npu-smi-file", str(SAMPLES / B4_64)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split("|")[0].strip() == "CHECK"
+    assert "preflight PASS (a2)" in out
+
+
+def test_cli_exit_1_json(tmp_path, capsys):
+    root = host(tmp_path, "a2-cann-8.5")
+    argv = ["preflight", "--root", root, "--npu-smi-file", str(SAMPLES / B4_64), "--json"]
+    assert main(argv) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False
+    assert any(c["id"] == "versions.driver-cann" and c["status"] == "fail" for c in doc["checks"])
+
+
+@pytest.mark.parametrize(
+    "setup, argv, message",
+    [
+        ("garbage-driver", [], "version.info"),
+        ("none", ["--model-dir", "/nonexistent/model"], "--model-dir is not a directory"),
+        ("garbage-npu", [], "npu.txt"),
+    ],
+)
+def test_cli_exit_2_one_line(tmp_path, capsys, setup, argv, message):
+    root = tmp_path / "root"
+    root.mkdir()
+    npu_file = str(SAMPLES / B4_64)
+    if setup == "garbage-driver":
+        path = root / "usr/local/Ascend/driver/version.info"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"Version=24.1.rc3\n\x00\x00\x00")
+    if setup == "garbage-npu":
+        npu_file = str(tmp_path / "npu.txt")
+        (tmp_path / "npu.txt").write_text("not npu-smi output at all\n")
+    rc = main(["preflight", "--root", str(root), "--npu-smi-file", npu_file, *argv])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
