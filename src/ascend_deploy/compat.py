@@ -88,10 +88,21 @@ HDK_PAIRINGS: list[dict] = [
     {
         "cann": "9.1.0",
         "trains": ["26.1.0", "25.7.rc1", "25.6.rc1", "25.1.rc1"],
-        "oldest": None,
+        # Inferred, not published: no CANN release has accepted an older HDK than its
+        # predecessor did, and 8.5.x already needs 25.0 or newer.
+        "oldest": "25.0.rc1",
         "source": "hiascend MindCluster 26.1.0 patch note (HDK 26.1.0; Atlas 350 25.7.RC1, "
-        "Atlas 850 25.6.RC1, Atlas 950 SuperPoD 25.1.RC1)",
+        "Atlas 850 25.6.RC1, Atlas 950 SuperPoD 25.1.RC1); oldest inferred from CANN 8.5.x",
     },
+    *(
+        {
+            "cann": cann,
+            "trains": [],
+            "oldest": "25.0.rc1",
+            "source": "no release note found; oldest inferred from CANN 8.5.x (25.0.X and newer)",
+        }
+        for cann in ("9.0.0", "9.0.1")
+    ),
 ]
 
 
