@@ -1,0 +1,88 @@
+#!/bin/sh
+# Start a simulated Ascend host (runs under tini as PID 1):
+#  1. state: a mounted /etc/ascend-sim/state.json wins; otherwise the preset named by
+#     ASCEND_SIM_PRESET is copied there (a restarted container keeps its state file);
+#  2. python3 -m ascend_sim.host_setup materialises devices, driver/firmware/CANN trees;
+#  3. the inner Docker engine starts (storage driver vfs) and must answer;
+#  4. /run/ascend-sim/ready marks the host as usable; then wait for SIGTERM.
+set -eu
+
+STATE="${ASCEND_SIM_STATE:-/etc/ascend-sim/state.json}"
+PRESETS=/opt/ascend-sim/src/ascend_sim/data/presets
+READY=/run/ascend-sim/ready
+DOCKERD_LOG=/var/log/dockerd.log
+DOCKERD_WAIT_S="${ASCEND_SIM_DOCKERD_WAIT_S:-90}"
+
+log() { echo "sim-host: $*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+
+rm -f "$READY"
+mkdir -p "$(dirname "$STATE")" "$(dirname "$READY")"
+
+if [ ! -s "$STATE" ]; then
+    [ -n "${ASCEND_SIM_PRESET:-}" ] \
+        || die "no state file at $STATE and ASCEND_SIM_PRESET is not set; run with -e ASCEND_SIM_PRESET=<name> or mount a state file"
+    preset_file="$PRESETS/${ASCEND_SIM_PRESET}.json"
+    if [ ! -f "$preset_file" ]; then
+        known=""
+        for f in "$PRESETS"/*.json; do
+            [ -e "$f" ] && known="$known $(basename "$f" .json)"
+        done
+        die "unknown preset '${ASCEND_SIM_PRESET}' (no $preset_file); known:${known:- none}"
+    fi
+    # ascend_sim.state validates the preset and fills in every default.
+    python3 - "$ASCEND_SIM_PRESET" "$STATE" <<'PY' || die "preset ${ASCEND_SIM_PRESET} is not a valid state"
+import json, sys
+from ascend_sim.state import load_preset
+from ascend_deploy.errors import AscendDeployError
+try:
+    state = load_preset(sys.argv[1])
+except AscendDeployError as exc:
+    sys.exit(f"sim-host: error: {exc}")
+with open(sys.argv[2], "w", encoding="utf-8") as fh:
+    json.dump(state, fh, indent=2)
+PY
+    log "state from preset ${ASCEND_SIM_PRESET}"
+fi
+
+python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("ascend_sim.host_setup") is None)' \
+    || die "python module ascend_sim.host_setup is missing from /opt/ascend-sim/src; cannot materialise the simulated host"
+python3 -m ascend_sim.host_setup --state "$STATE" || die "ascend_sim.host_setup --state $STATE failed (exit $?)"
+
+# A restarted container keeps stale pid files that would stop dockerd from starting.
+rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+# shellcheck disable=SC2086  # ASCEND_SIM_DOCKERD_ARGS is a word list on purpose
+dockerd --storage-driver vfs --shutdown-timeout 3 ${ASCEND_SIM_DOCKERD_ARGS:-} >"$DOCKERD_LOG" 2>&1 &
+dockerd_pid=$!
+
+waited=0
+until docker version >/dev/null 2>&1; do
+    if ! kill -0 "$dockerd_pid" 2>/dev/null; then
+        tail -n 5 "$DOCKERD_LOG" >&2 || true
+        die "the inner dockerd exited; see $DOCKERD_LOG"
+    fi
+    [ "$waited" -lt "$DOCKERD_WAIT_S" ] || die "the inner dockerd did not answer within ${DOCKERD_WAIT_S} s"
+    sleep 1
+    waited=$((waited + 1))
+done
+
+# shellcheck disable=SC2317  # called by the trap
+stop() {
+    log "stopping"
+    rm -f "$READY"
+    kill -TERM "$dockerd_pid" 2>/dev/null || true
+    wait "$dockerd_pid" 2>/dev/null || true
+    exit 0
+}
+trap stop TERM INT
+
+touch "$READY"
+log "ready ($(hostname), inner dockerd after ${waited} s)"
+while kill -0 "$dockerd_pid" 2>/dev/null; do
+    sleep 5 &
+    wait $! || true
+done
+die "the inner dockerd exited; see $DOCKERD_LOG"

@@ -1,0 +1,232 @@
+#!/usr/bin/python
+"""Ansible module: resolve the vllm-ascend / torch_npu / CANN set that matches a host."""
+
+# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ascend_compat
+short_description: Resolve or check a matching vllm-ascend, torch_npu and CANN set
+description:
+  - Thin wrapper over C(ascend_deploy.compat). Read-only; supports check mode.
+  - C(resolve) picks the compat-matrix row (and its image) for the host's CANN and hardware.
+  - When C(installed) is given, C(check) compares installed packages with that row.
+  - When C(driver) is given, C(driver_supports_cann) says whether the driver can run that CANN.
+options:
+  cann:
+    description:
+      - CANN version on the host (host mode). Empty (container mode, where CANN is in the
+        image) picks the newest final release whose CANN the host C(driver) can run.
+    type: str
+  hardware:
+    description: Hardware family key of the compat matrix.
+    type: str
+    default: a2
+  python:
+    description: Python version (C(3.11)) the row must support.
+    type: str
+  allow_rc:
+    description: Also consider release candidates.
+    type: bool
+    default: false
+  os_variant:
+    description: Image OS variant (for example C(openeuler)); default is the Ubuntu image.
+    type: str
+  registry:
+    description: Image registry and namespace.
+    type: str
+    default: quay.io/ascend
+  vllm_ascend:
+    description: Pin this vllm-ascend release instead of resolving one (the row is still checked).
+    type: str
+  installed:
+    description: Installed package versions (C(ascend_versions.packages)) to check against the row.
+    type: dict
+  driver:
+    description: Installed driver version; checked against the row's CANN.
+    type: str
+  matrix:
+    description:
+      - Content of C(ascend_deploy/data/compat_matrix.json). AnsiballZ ships only Python files,
+        so the role reads the matrix on the controller and passes it here.
+    type: dict
+  fail_on_error:
+    description: Fail when no row matches; when false, return C(error) instead.
+    type: bool
+    default: true
+author: ascend-deploy
+"""
+
+EXAMPLES = r"""
+- name: Pick the image for this host
+  ascend_compat:
+    cann: "{{ ascend_versions.cann.version }}"
+    hardware: a2
+    driver: "{{ ascend_versions.driver.version }}"
+  register: compat
+"""
+
+RETURN = r"""
+row:
+  description: The matching compat-matrix row, with C(image).
+  returned: when a row matched
+  type: dict
+image:
+  description: The vllm-ascend image reference for the row.
+  returned: when a row matched
+  type: str
+findings:
+  description: Findings of C(compat.check) (id, pitfall, status, evidence, fix).
+  returned: always
+  type: list
+  elements: dict
+driver_supports_cann:
+  description: True, false, or null when the pairing is unknown.
+  returned: when driver is given
+  type: bool
+error:
+  description: Why no row matched (only with fail_on_error false).
+  returned: on a resolve error with fail_on_error false
+  type: str
+"""
+
+import json
+import os
+import tempfile
+
+from ansible.module_utils.ascend_deploy import compat
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError, CheckFailed, InputError
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _describe_row(row: dict, p: dict) -> dict:
+    """A pinned row completed like compat.resolve completes its answer."""
+    hardware = p["hardware"]
+    row = dict(row)
+    row.update(
+        {
+            "hardware": hardware,
+            "cann": compat.row_cann(row, hardware),
+            "image": compat.image_for(row, hardware, p["os_variant"] or None, p["registry"]),
+            "pins": compat.pins(row),
+            "pip": compat.pip_command(row),
+        }
+    )
+    return row
+
+
+def _pinned(p: dict) -> dict:
+    row = compat.find_row(p["vllm_ascend"])
+    if row is None:
+        raise InputError(
+            f"vllm-ascend {p['vllm_ascend']} is not in the compatibility matrix; "
+            "pick a listed release (ascend-deploy compat) or unset the pin"
+        )
+    if not compat.hardware_support(row, p["hardware"])[0]:
+        raise CheckFailed(
+            f"vllm-ascend {row['vllm_ascend']} does not support hardware {p['hardware']} "
+            f"(it lists {', '.join(map(str, row.get('hardware') or []))}); pin another release"
+        )
+    return _describe_row(row, p)
+
+
+def _for_driver(p: dict) -> dict:
+    """Newest release whose CANN the host driver can run (container mode: CANN is in the image)."""
+    hardware, driver = p["hardware"], p["driver"]
+    rows = [r for r in compat.load_matrix() if compat.hardware_support(r, hardware)[0]]
+    if not p["allow_rc"]:
+        rows = [r for r in rows if not compat.is_prerelease(r["vllm_ascend"])]
+    rows.sort(key=lambda r: compat.version_key(r["vllm_ascend"]), reverse=True)
+    refused: list[str] = []
+    seen: set[str] = set()
+    for row in rows:
+        cann = compat.row_cann(row, hardware)
+        if cann in seen:
+            continue
+        seen.add(cann)
+        if driver and compat.driver_supports_cann(driver, cann) is False:
+            refused.append(f"{row['vllm_ascend']} (CANN {cann})")
+            continue
+        kwargs = {k: p[k] for k in ("python", "allow_rc", "registry")}
+        try:
+            found = compat.resolve(cann, hardware, os_variant=p["os_variant"] or None, **kwargs)
+        except CheckFailed:
+            continue
+        if refused:
+            found.setdefault("notes", []).append(
+                f"driver {driver} is too old for {', '.join(refused[:3])}; picked CANN {cann}"
+            )
+        found["skipped_for_driver"] = refused
+        return found
+    raise CheckFailed(
+        f"no vllm-ascend release for {hardware} runs on driver {driver}: "
+        f"{', '.join(refused) or 'none listed'}; upgrade the NPU driver and firmware"
+    )
+
+
+def _resolve(p: dict) -> dict:
+    if p["vllm_ascend"]:
+        return _pinned(p)
+    if p["cann"]:
+        return compat.resolve(
+            p["cann"],
+            p["hardware"],
+            python=p["python"],
+            allow_rc=p["allow_rc"],
+            os_variant=p["os_variant"] or None,
+            registry=p["registry"],
+        )
+    return _for_driver(p)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "cann": {"type": "str"},
+            "hardware": {"type": "str", "default": "a2"},
+            "python": {"type": "str"},
+            "allow_rc": {"type": "bool", "default": False},
+            "os_variant": {"type": "str"},
+            "registry": {"type": "str", "default": "quay.io/ascend"},
+            "vllm_ascend": {"type": "str"},
+            "installed": {"type": "dict"},
+            "driver": {"type": "str"},
+            "matrix": {"type": "dict"},
+            "fail_on_error": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    result: dict = {"changed": False, "findings": []}
+    tmp = None
+    if p["matrix"] is not None:
+        tmp = tempfile.TemporaryDirectory(prefix="ascend-compat-")
+        compat.MATRIX_PATH = os.path.join(tmp.name, "compat_matrix.json")
+        with open(compat.MATRIX_PATH, "w", encoding="utf-8") as fh:
+            json.dump(p["matrix"], fh)
+    try:
+        row = _resolve(p)
+    except AscendDeployError as exc:
+        if p["fail_on_error"]:
+            module.fail_json(msg=str(exc))
+        result["error"] = str(exc)
+        module.exit_json(**result)
+    result["row"] = row
+    result["image"] = row.get("image")
+    result["pip_requirements"] = [
+        row["pins"][k] for k in ("torch", "torch_npu", "vllm", "vllm_ascend") if k in row["pins"]
+    ]
+    cann = p["cann"] or row.get("cann")
+    try:
+        if p["installed"] is not None:
+            result["findings"] = compat.check(p["installed"], cann, p["hardware"])
+        if p["driver"]:
+            result["driver_supports_cann"] = compat.driver_supports_cann(p["driver"], row["cann"])
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

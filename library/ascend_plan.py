@@ -1,0 +1,188 @@
+#!/usr/bin/python
+"""Ansible module: plan vllm serve arguments from the model and the NPU memory."""
+
+# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ascend_plan
+short_description: Plan vLLM-Ascend serve arguments (TP, replicas, max length, KV, env)
+description:
+  - Thin wrapper over C(ascend_deploy.plan.make_plan). Read-only; supports check mode.
+  - Never fails on an infeasible plan; returns C(feasible) and C(reasons) so the role asserts
+    with the numbers.
+options:
+  model_dir:
+    description: Model directory on the target (config.json and safetensors).
+    type: path
+    required: true
+  hbm_total_mb:
+    description: HBM per NPU in MB.
+    type: int
+    required: true
+  hbm_used_mb:
+    description: HBM already in use on the NPUs we get (largest value), MB.
+    type: int
+    default: 0
+  npus:
+    description: Number of NPUs available for this service.
+    type: int
+    default: 1
+  hardware:
+    description: Hardware family (a2, a3, 310p).
+    type: str
+    default: a2
+  vllm_ascend:
+    description: vllm-ascend release that will serve (changes flags and quantization rules).
+    type: str
+  max_model_len:
+    description: Requested maximum context length (lowered or refused when it does not fit).
+    type: int
+  max_num_seqs:
+    description: Requested concurrent sequences; sized from the KV capacity when omitted.
+    type: int
+  tp:
+    description: Requested tensor-parallel size; one replica per NPU when omitted and it fits.
+    type: int
+  gpu_memory_utilization:
+    description: Fraction of HBM vLLM may use.
+    type: float
+    default: 0.9
+  quantization:
+    description: Requested C(--quantization) value; refused when it does not match the checkpoint.
+    type: str
+  enforce_eager:
+    description: Disable graph capture.
+    type: bool
+    default: false
+  host_ram_mb:
+    description: Host RAM in MB (weights are read through host memory).
+    type: int
+  port:
+    description: First serving port (replica i listens on port + i).
+    type: int
+    default: 8000
+  host:
+    description: Bind address passed to C(vllm serve --host).
+    type: str
+    default: 0.0.0.0
+  served_model_name:
+    description: Name clients use in requests.
+    type: str
+  api_key_env:
+    description: The container gets C(VLLM_API_KEY) from its env file (never C(--api-key) in argv).
+    type: bool
+    default: false
+  extra_args:
+    description: Extra C(vllm serve) arguments (must not repeat a planned flag).
+    type: list
+    elements: str
+    default: []
+  served_model_dir:
+    description: Directory vLLM serves (the BF16 copy of an FP8 checkpoint).
+    type: path
+  rules:
+    description:
+      - Content of C(ascend_deploy/data/serve_rules.json). AnsiballZ ships only Python files,
+        so the role reads the rules on the controller and passes them here.
+    type: dict
+  options:
+    description: Further keyword arguments for C(make_plan), passed unchanged.
+    type: dict
+    default: {}
+author: ascend-deploy
+"""
+
+EXAMPLES = r"""
+- name: Plan the service
+  ascend_plan:
+    model_dir: /srv/models/qwen3-4b-bf16
+    hbm_total_mb: 65536
+    npus: 8
+  register: plan
+"""
+
+RETURN = r"""
+plan:
+  description: The plan (feasible, reasons, tp, replicas, max_model_len, argv, env, ...).
+  returned: success
+  type: dict
+"""
+
+import json
+import os
+import tempfile
+
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.plan import make_plan
+from ansible.module_utils.basic import AnsibleModule
+
+_DIRECT = (
+    "hbm_total_mb",
+    "hbm_used_mb",
+    "npus",
+    "hardware",
+    "vllm_ascend",
+    "max_model_len",
+    "max_num_seqs",
+    "tp",
+    "gpu_memory_utilization",
+    "quantization",
+    "enforce_eager",
+    "host_ram_mb",
+    "port",
+    "host",
+    "served_model_name",
+    "api_key_env",
+    "extra_args",
+    "served_model_dir",
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "model_dir": {"type": "path", "required": True},
+            "hbm_total_mb": {"type": "int", "required": True},
+            "hbm_used_mb": {"type": "int", "default": 0},
+            "npus": {"type": "int", "default": 1},
+            "hardware": {"type": "str", "default": "a2"},
+            "vllm_ascend": {"type": "str"},
+            "max_model_len": {"type": "int"},
+            "max_num_seqs": {"type": "int"},
+            "tp": {"type": "int"},
+            "gpu_memory_utilization": {"type": "float", "default": 0.9},
+            "quantization": {"type": "str"},
+            "enforce_eager": {"type": "bool", "default": False},
+            "host_ram_mb": {"type": "int"},
+            "port": {"type": "int", "default": 8000},
+            "host": {"type": "str", "default": "0.0.0.0"},
+            "served_model_name": {"type": "str"},
+            "api_key_env": {"type": "bool", "default": False},
+            "extra_args": {"type": "list", "elements": "str", "default": []},
+            "served_model_dir": {"type": "path"},
+            "rules": {"type": "dict"},
+            "options": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    kwargs = {name: p[name] for name in _DIRECT}
+    kwargs.update(p["options"])
+    with tempfile.TemporaryDirectory(prefix="ascend-plan-") as tmp:
+        if p["rules"] is not None:
+            kwargs["rules_path"] = os.path.join(tmp, "serve_rules.json")
+            with open(kwargs["rules_path"], "w", encoding="utf-8") as fh:
+                json.dump(p["rules"], fh)
+        try:
+            plan = make_plan(p["model_dir"], **kwargs)
+        except AscendDeployError as exc:
+            module.fail_json(msg=str(exc))
+        except TypeError as exc:
+            module.fail_json(msg=f"ascend_plan: unsupported option in 'options': {exc}")
+    module.exit_json(changed=False, plan=plan)
+
+
+if __name__ == "__main__":
+    main()

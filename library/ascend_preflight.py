@@ -1,0 +1,135 @@
+#!/usr/bin/python
+"""Ansible module: run every read-only host check of ascend_deploy.preflight."""
+
+# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ascend_preflight
+short_description: Run the read-only Ascend host checks and return their findings
+description:
+  - Thin wrapper over C(ascend_deploy.preflight.run_preflight). Nothing on the host changes.
+  - Each finding has C(id), C(pitfall), C(status) (ok, warn or fail), C(evidence) and C(fix).
+  - The module itself never fails on a failed check; the calling role asserts on C(checks)
+    so that every failure message names the value and the fix.
+options:
+  root:
+    description: Filesystem root to inspect.
+    type: path
+    default: /
+  port:
+    description: Serving port that must be free or held by our own service.
+    type: int
+  model_dir:
+    description: Model directory whose size is compared with RAM and disk.
+    type: path
+  npu_info:
+    description: Parsed C(npu-smi info) (the C(ascend_npu) fact); read from npu-smi when omitted.
+    type: dict
+  service:
+    description: Service name; holders of the port or NPU memory carrying it are ours.
+    type: str
+  hardware:
+    description: Hardware family (a2, a3, a5, 310p); detected from the chip names when omitted.
+    type: str
+  matrix:
+    description:
+      - Content of C(ascend_deploy/data/compat_matrix.json). AnsiballZ ships only Python files,
+        so the role reads the data on the controller and passes it here.
+    type: dict
+  rules:
+    description: Content of C(ascend_deploy/data/serve_rules.json) (same reason).
+    type: dict
+  options:
+    description: Further keyword arguments passed to C(run_preflight) unchanged.
+    type: dict
+    default: {}
+author: ascend-deploy
+"""
+
+EXAMPLES = r"""
+- name: Run host checks
+  ascend_preflight:
+    port: 8000
+    npu_info: "{{ ascend_npu }}"
+  register: preflight
+"""
+
+RETURN = r"""
+ok:
+  description: True when no check has status C(fail).
+  returned: success
+  type: bool
+checks:
+  description: The findings.
+  returned: success
+  type: list
+  elements: dict
+"""
+
+import functools
+import json
+import os
+import tempfile
+
+from ansible.module_utils.ascend_deploy import compat, plan
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.preflight import run_preflight
+from ansible.module_utils.basic import AnsibleModule
+
+
+def _write(directory: str, name: str, doc: dict) -> str:
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    return path
+
+
+def _load_rules(original, rules_path: str, path: str | None = None) -> dict:
+    """plan.load_rules reading the rules passed by the role (package data is not shipped)."""
+    return original(path or rules_path)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "default": "/"},
+            "port": {"type": "int"},
+            "model_dir": {"type": "path"},
+            "npu_info": {"type": "dict"},
+            "service": {"type": "str"},
+            "hardware": {"type": "str"},
+            "matrix": {"type": "dict"},
+            "rules": {"type": "dict"},
+            "options": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    tmp = tempfile.TemporaryDirectory(prefix="ascend-preflight-")
+    if p["matrix"] is not None:
+        compat.MATRIX_PATH = _write(tmp.name, "compat_matrix.json", p["matrix"])
+    if p["rules"] is not None:
+        rules_path = _write(tmp.name, "serve_rules.json", p["rules"])
+        plan.load_rules = functools.partial(_load_rules, plan.load_rules, rules_path)
+    try:
+        result = run_preflight(
+            root=p["root"],
+            port=p["port"],
+            model_dir=p["model_dir"],
+            npu_info=p["npu_info"],
+            service=p["service"],
+            hardware=p["hardware"],
+            **p["options"],
+        )
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    except TypeError as exc:
+        module.fail_json(msg=f"ascend_preflight: unsupported option in 'options': {exc}")
+    result.pop("versions", None)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""``ascend-deploy verify --url URL``: prove a deployment answers correctly (exit 0 only if so)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..cli import emit
+from ..errors import InputError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", required=True, help="base URL of the service (http://HOST:PORT)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("VLLM_API_KEY") or None,
+        help="bearer key of the service (default: $VLLM_API_KEY)",
+    )
+    parser.add_argument("--model", help="served model name (default: the first one listed)")
+    parser.add_argument("--suite", metavar="FILE", help="YAML/JSON suite (default: shipped suite)")
+    parser.add_argument(
+        "--concurrency", type=_positive_int, default=4, metavar="N", help="concurrent requests"
+    )
+    parser.add_argument(
+        "--burst-tokens",
+        type=_positive_int,
+        default=128,
+        metavar="N",
+        help="output tokens of each concurrent request",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=600.0,
+        metavar="S",
+        help="seconds to wait for readiness",
+    )
+    parser.add_argument(
+        "--request-timeout", type=_positive_float, default=300.0, metavar="S", help="per request"
+    )
+    parser.add_argument(
+        "--expect-max-model-len",
+        type=_positive_int,
+        metavar="N",
+        help="fail unless the service runs with this max_model_len (the plan's)",
+    )
+    parser.add_argument(
+        "--no-max-len-probe",
+        action="store_true",
+        help="do not send a request that fills max_model_len",
+    )
+    parser.add_argument(
+        "--reference-model",
+        metavar="DIR",
+        help="BF16 model directory: compare served logprobs with a CPU reference (torch)",
+    )
+    parser.add_argument(
+        "--precision-tolerance", type=_positive_float, default=0.5, metavar="X"
+    )
+    parser.add_argument("--report", metavar="DIR", help="write verify.json and verify.md here")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+
+
+def write_report(report: dict, directory: str) -> list[str]:
+    from ..verify import render_markdown
+
+    try:
+        os.makedirs(directory, exist_ok=True)
+        paths = [os.path.join(directory, "verify.json"), os.path.join(directory, "verify.md")]
+        with open(paths[0], "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        with open(paths[1], "w", encoding="utf-8") as fh:
+            fh.write(render_markdown(report))
+    except OSError as exc:
+        raise InputError(f"{directory}: cannot write the report ({exc.strerror})") from None
+    return paths
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..verify import Options, render_human, run_verify
+
+    try:
+        opts = Options(
+            url=args.url,
+            api_key=args.api_key,
+            model=args.model,
+            suite=args.suite,
+            concurrency=args.concurrency,
+            ready_timeout=args.timeout,
+            request_timeout=args.request_timeout,
+            burst_tokens=args.burst_tokens,
+            max_len_probe=not args.no_max_len_probe,
+            expect_max_model_len=args.expect_max_model_len,
+            reference_model=args.reference_model,
+            precision_tolerance=args.precision_tolerance,
+        )
+        report = run_verify(opts)
+    except ValueError as exc:  # the URL
+        raise InputError(f"--url {args.url!r}: {exc}") from None
+    if args.report:
+        write_report(report, args.report)
+    emit(report, args.json, render_human)
+    return 0 if report["ok"] else 1

@@ -1,0 +1,1 @@
+"""Emulated ``vllm serve`` of vLLM-Ascend: start-up pitfalls and OpenAI-compatible serving."""

@@ -1,0 +1,521 @@
+"""Start-up of the emulated ``vllm serve``: the checks real vLLM-Ascend runs, in its order.
+
+1. API socket bound first (vLLM binds before building the engine): pitfall 3.
+2. Platform plugin: torch_npu needs the device nodes and driver mounts: pitfall 1.
+3. Model config validation: max_model_len, quantization (FP8: pitfall 2; ``ascend``:
+   pitfall 7), attention heads vs TP (pitfall 8).
+4. Worker init: set_device fails when the host driver does not support the image's CANN
+   (pitfall 1); HCCL port for TP > 1 (pitfall 3).
+5. Weight loading (sizes from the safetensors headers; OOM when they do not fit next to what
+   other processes hold), profiling, KV cache sizing (pitfall 5).
+6. ACL graph capture unless ``--enforce-eager`` (pitfall 4).
+Then the HTTP server starts ("Application startup complete.").
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ascend_deploy.errors import AscendDeployError, InputError
+from ascend_deploy.model_files import MODELSLIM_DESCRIPTION, load_config
+
+from . import device
+from . import messages as M
+from .memory import GIB, MIB, KvBudget, kv_budget
+from .versions import Behaviour, behaviour_for, load_row, log_has_process_prefix
+from .vlog import VLog
+
+# Default max_num_seqs of vLLM's V1 engine for the OpenAI server.
+DEFAULT_MAX_NUM_SEQS = 256
+# HCCL's default host-NIC listen port (error-signatures.md pitfall 3: port[60000]).
+HCCL_DEFAULT_PORT = 60000
+
+
+class StartupFailed(Exception):
+    """Start-up stopped the way real vLLM stops; the text lines were already printed."""
+
+    def __init__(self, exit_code: int = 1):
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Deployment:
+    """Everything the server needs once start-up succeeded."""
+
+    args: argparse.Namespace
+    row: dict
+    behaviour: Behaviour
+    log: VLog
+    sock: socket.socket
+    config: dict
+    served_names: list[str]
+    max_model_len: int
+    max_num_seqs: int
+    budget: KvBudget
+    model_dir: str  # what the engine loads (a transformed copy for the garbage case)
+    garbage_reason: str | None = None
+    registrations: list[str] = field(default_factory=list)
+    hccl_sock: socket.socket | None = None
+
+
+def _config_class(config: dict) -> str:
+    names = {"qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig", "qwen2": "Qwen2Config"}
+    mt = str(config.get("model_type", ""))
+    return names.get(mt, "".join(p.capitalize() for p in mt.split("_")) + "Config")
+
+
+def _fail_engine(log: VLog, lines: list[str], loc: str = "core.py:708") -> None:
+    """EngineCore failure: ERROR lines on stdout, the exception on stderr, exit 1."""
+    log.error(loc, M.ENGINE_CORE_FAILED, proc="EngineCore_DP0")
+    for text in lines:
+        log.error(loc, text, proc="EngineCore_DP0")
+    for text in lines:
+        log.raw_err(text)
+    log.raw_err(M.ENGINE_INIT_FAILED)
+    raise StartupFailed(1)
+
+
+def _fail_api(log: VLog, lines: list[str]) -> None:
+    """A failure in the API-server process before the engine starts."""
+    for text in lines:
+        log.raw_err(text)
+    raise StartupFailed(1)
+
+
+def _bind_api_socket(log: VLog, host: str | None, port: int) -> socket.socket:
+    family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host or "0.0.0.0", port))
+    except OSError:
+        sock.close()
+        _fail_api(log, [M.ADDRESS_IN_USE])
+    sock.listen(128)
+    return sock
+
+
+def _bind_hccl_port(log: VLog) -> socket.socket:
+    port = int(os.environ.get("HCCL_IF_BASE_PORT") or HCCL_DEFAULT_PORT)
+    ip = os.environ.get("HCCL_IF_IP") or "127.0.0.1"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((ip, port))
+        sock.listen(16)
+    except OSError:
+        sock.close()
+        pid = os.getpid()
+        _fail_engine(
+            log,
+            [
+                M.HCCL_ROOT_INFO,
+                M.HCCL_DIST_FAILED.format(stamp=log.acl_stamp(), pid=pid),
+                M.HCCL_BIND.format(pid=pid, stamp2=log.plog_stamp()),
+                "[rank0]:         TraceBack (most recent call last):",
+                M.HCCL_LISTEN.format(port=port),
+            ],
+            loc="multiproc_executor.py:599",
+        )
+    return sock
+
+
+def _quant_method(config: dict) -> str | None:
+    qc = config.get("quantization_config")
+    if isinstance(qc, dict):
+        method = qc.get("quant_method")
+        return str(method) if method else None
+    return None
+
+
+def _head_dims(config: dict, where: str) -> tuple[int, int, int, int]:
+    try:
+        layers = int(config["num_hidden_layers"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads", heads))
+        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            f"{where}: config.json lacks a valid {exc} for the attention shape"
+        ) from None
+    if min(layers, heads, kv_heads, head_dim) < 1:
+        raise InputError(f"{where}: config.json has non-positive layer or head counts")
+    return layers, heads, kv_heads, head_dim
+
+
+def _devices_for(env: device.NpuEnvironment, tp: int) -> list[tuple[int, int]]:
+    """(npu, chip) of the first ``tp`` visible devices (A3: two chips per NPU)."""
+    cpc = int(((env.state or {}).get("card") or {}).get("chips_per_card") or 1)
+    return [(d // cpc, d % cpc) for d in env.visible[:tp]]
+
+
+def _idle_used_mb(state: dict, npu: int) -> int:
+    card = state.get("card") or {}
+    used = int(card.get("idle_hbm_used_mb") or 0)
+    for chip in state.get("chips") or []:
+        if (
+            isinstance(chip, dict)
+            and chip.get("npu", chip.get("id")) == npu
+            and "hbm_used_mb" in chip
+        ):
+            used = int(chip["hbm_used_mb"])
+    return used
+
+
+def _others_mb(devices: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """NPU memory other processes registered on ``devices``.
+
+    The registry is shared by every container on the host. Entries of this PID namespace
+    count only while their process lives; entries of other namespaces cannot be checked
+    from inside a container and always count (npu-smi on the host removes stale ones).
+    ``npu_registry.live_holders`` is not used here because it deletes the entries it
+    cannot resolve, which from inside a container would be everybody else's.
+    """
+    held: dict[tuple[int, int], int] = {d: 0 for d in devices}
+    reg = device.registry_dir()
+    try:
+        names = sorted(os.listdir(reg))
+    except OSError:
+        return held
+    me = os.getpid()
+    try:
+        my_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        my_ns = ""
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(reg, name), encoding="utf-8") as fh:
+                entry = json.load(fh)
+            key = (int(entry["npu"]), int(entry["chip"]))
+            ns_pid, pid_ns, mb = int(entry["ns_pid"]), str(entry["pid_ns"]), int(entry["memory_mb"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid_ns == my_ns and (ns_pid == me or not os.path.exists(f"/proc/{ns_pid}")):
+            continue
+        if key in held:
+            held[key] += mb
+    return held
+
+
+def _register(dep: Deployment, devices: list[tuple[int, int]], memory_mb: int) -> None:
+    from ascend_sim.npu_registry import register, unregister
+
+    for npu, chip in devices:
+        dep.registrations.append(register(device.registry_dir(), npu, chip, "python", memory_mb))
+
+    def _cleanup(*_a) -> None:
+        for p in dep.registrations:
+            unregister(p)
+        dep.registrations.clear()
+
+    atexit.register(_cleanup)
+
+    def _on_signal(_signum, _frame):
+        # Graceful stop like uvicorn's: free the NPU memory record, exit 0.
+        _cleanup()
+        raise SystemExit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(ValueError):  # not the main thread (tests)
+            signal.signal(sig, _on_signal)
+
+
+def _non_default_args(args: argparse.Namespace) -> dict:
+    from .cli import parse_serve_args
+
+    defaults = vars(parse_serve_args([]))
+    out = {}
+    for k, v in vars(args).items():
+        if k in ("subcommand", "version"):
+            continue
+        if k == "api_key" and v:
+            v = "******"
+        if defaults.get(k) != v:
+            out[k] = v
+    return out
+
+
+def run_startup(args: argparse.Namespace, log: VLog | None = None) -> Deployment:
+    """Run every start-up step; raises StartupFailed after printing vLLM's error text."""
+    row = load_row()
+    beh = behaviour_for(row["vllm_ascend"])
+    log = log or VLog(log_has_process_prefix(row["vllm"]))
+    t0 = time.monotonic()
+    log.info("api_server.py:1885", M.SERVER_VERSION.format(version=row["vllm"].lstrip("v")))
+    log.info("utils.py:328", M.NON_DEFAULT_ARGS.format(args=_non_default_args(args)))
+
+    # 1. The API socket (pitfall 3).
+    sock = _bind_api_socket(log, args.host, args.port)
+    try:
+        return _after_bind(args, row, beh, log, sock, t0)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
+    # 2. Platform plugin (pitfall 1: devices and driver mounts).
+    env = device.probe()
+    if not env.usable or (env.state or {}).get("faults", {}).get("driver_not_loaded"):
+        log.info("__init__.py:220", M.NO_PLATFORM)
+        _fail_api(log, [M.FAILED_INFER_DEVICE])
+    log.info("__init__.py:44", M.PLUGINS_AVAILABLE)
+    log.info("__init__.py:46", M.PLUGIN_ENTRY)
+    log.info("__init__.py:238", M.PLUGIN_ACTIVATED)
+    if beh.sets_alloc_conf and not os.environ.get("PYTORCH_NPU_ALLOC_CONF"):
+        os.environ["PYTORCH_NPU_ALLOC_CONF"] = "expandable_segments:True"
+        log.info("platform.py:178", M.ALLOC_CONF_SET.format(value="expandable_segments:True"))
+
+    # 3. Model config validation.
+    model = args.model
+    config = load_config(model)
+    archs = config.get("architectures") or ["?"]
+    log.info("__init__.py:744", M.RESOLVED_ARCH.format(arch=archs[0]))
+    _layers, heads, kv_heads, head_dim = _head_dims(config, model)
+    try:
+        derived = int(config.get("max_position_embeddings") or 0) or 2048
+    except (TypeError, ValueError):
+        raise InputError(f"{model}: config.json max_position_embeddings is not a number") from None
+    if args.max_model_len and args.max_model_len > derived:
+        _fail_api(log, [M.MAX_LEN_ABOVE_DERIVED.format(user=args.max_model_len, derived=derived)])
+    max_model_len = args.max_model_len or derived
+    log.info("__init__.py:1773", M.MAX_MODEL_LEN.format(n=max_model_len))
+
+    # vLLM takes the method from --quantization, else from the checkpoint's
+    # quantization_config; vllm-ascend >= v0.17.0rc1 also detects ModelSlim checkpoints.
+    quant = args.quantization
+    has_description = os.path.exists(os.path.join(model, MODELSLIM_DESCRIPTION))
+    if quant is None:
+        quant = _quant_method(config)
+    if quant is None and has_description and beh.quant_autodetect:
+        quant = "ascend"
+        log.info(
+            "utils.py:97",
+            M.QUANT_AUTODETECTED.format(method=quant, source=MODELSLIM_DESCRIPTION),
+        )
+    hardware = row.get("hardware", "a2")
+    if quant is not None and quant not in beh.supported_quantization:
+        _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
+    fp8 = quant == "fp8"
+    if heads % args.tensor_parallel_size:
+        _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
+
+    garbage_reason = None
+    if quant == "ascend" and not has_description:
+        if beh.ascend_flag_on_float == "modelslim_error":
+            json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
+            _fail_engine(log, M.modelslim_not_found(model, json_names), loc="core.py:708")
+        log.warning("quantizer.py:40", M.ASCEND_QUANT_SLOW)
+        garbage_reason = "float weights loaded through the ModelSlim W8A8 path (int8 truncation)"
+
+    # 4. Worker init: devices, driver vs CANN, HCCL.
+    tp = args.tensor_parallel_size
+    if tp > len(env.visible):
+        mask = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "")
+        _fail_engine(log, [M.NOT_ENOUGH_DEVICES.format(tp=tp, visible=len(env.visible), mask=mask)])
+    if device.driver_compatible(env.driver_version, row["cann"], env.driver_compatible) is False:
+        _fail_engine(
+            log,
+            [
+                M.ACL_SET_DEVICE_FAILED,
+                M.ACL_PTA_FAILED.format(
+                    stamp=log.acl_stamp(), pid=os.getpid(), device=env.visible[0]
+                ),
+                M.ACL_INTERNAL,
+                M.ACL_RECTIFY,
+            ],
+            loc="multiproc_executor.py:599",
+        )
+    hccl_sock = _bind_hccl_port(log) if tp > 1 else None
+    if kv_heads % tp and tp % kv_heads:
+        # Pitfall 8: each rank gets kv_heads*head_dim/tp columns, not a whole number of heads,
+        # so the attention view fails (the vllm PR #8054 signature).
+        seq = 49
+        _fail_engine(
+            log,
+            [
+                M.SHAPE_INVALID.format(
+                    seq=seq,
+                    heads=max(1, kv_heads // tp),
+                    head_dim=head_dim,
+                    size=seq * (kv_heads * head_dim // tp),
+                )
+            ],
+        )
+    if tp > kv_heads:
+        # vllm-ascend troubleshooting: "Shape mismatch like `128 vs 64` when
+        # tp_size > num_key_value_heads" (rendered as torch's size-mismatch error).
+        _fail_engine(log, [M.SIZE_MISMATCH.format(a=head_dim, b=kv_heads * head_dim // tp)])
+
+    # 5. Weights, profiling, KV cache.
+    from ascend_deploy.model_info import inspect_model
+
+    facts = inspect_model(model, fp8_native=hardware == "a5")
+    devices = _devices_for(env, tp)
+    state = env.state or {}
+    card = state.get("card") or {}
+    try:
+        hbm_total_mb = int(card.get("hbm_total_mb") or 0)
+    except (TypeError, ValueError):
+        hbm_total_mb = 0
+    if hbm_total_mb <= 0:
+        raise InputError(
+            f"{device.path(device.STATE_REL)}: card.hbm_total_mb missing or not positive"
+        )
+    others = _others_mb(devices)
+    budgets = [
+        kv_budget(
+            facts,
+            hbm_total_mb=hbm_total_mb,
+            idle_used_mb=_idle_used_mb(state, npu),
+            others_mb=others[(npu, chip)],
+            tp=tp,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            enforce_eager=args.enforce_eager,
+            max_num_seqs=args.max_num_seqs,
+        )
+        for npu, chip in devices
+    ]
+    budget = min(budgets, key=lambda b: b.tokens)  # vLLM takes the minimum over ranks
+    if budget.weights > budget.free_before_load:
+        free = max(0, budget.free_before_load) / GIB
+        _fail_engine(
+            log,
+            [
+                M.NPU_OOM.format(
+                    alloc=min(budget.weights, 2 * GIB) / GIB,
+                    npu=devices[0][0],
+                    total=budget.total / GIB,
+                    allocated=free * 0.98,
+                    free=free * 0.02,
+                    reserved=free,
+                )
+            ],
+            loc="multiproc_executor.py:824",
+        )
+    if fp8 and hardware in ("a2", "a3"):
+        _fail_engine(log, [M.FP8_O_GROUPS.format(config_class=_config_class(config))])
+    log.info("default_loader.py:262", M.LOADING_TOOK.format(seconds=0.5), proc="EngineCore_DP0")
+    log.info(
+        "model_runner_v1.py:2341",
+        M.MODEL_LOADING_TOOK.format(gib=budget.weights / GIB, seconds=0.6),
+        proc="EngineCore_DP0",
+    )
+    log.info(
+        "worker_v1.py:184",
+        M.AVAILABLE_MEMORY.format(available=max(0, budget.available_kv), total=budget.total),
+        proc="EngineCore_DP0",
+    )
+    log.info(
+        "worker_v1.py:186",
+        M.AVAILABLE_KV_MEMORY.format(gib=budget.available_kv / GIB),
+        proc="EngineCore_DP0",
+    )
+    if budget.num_blocks <= 0:
+        _fail_engine(log, [M.NO_CACHE_MEMORY])
+    if max_model_len > budget.tokens:
+        needed = max_model_len * budget.kv_bytes_per_token
+        estimate = budget.tokens
+        _fail_engine(
+            log,
+            [
+                M.MAX_LEN_TOO_LARGE.format(
+                    max_len=max_model_len,
+                    needed=needed / GIB,
+                    available=budget.available_kv / GIB,
+                    estimate=estimate,
+                )
+            ],
+        )
+    max_num_seqs = args.max_num_seqs or DEFAULT_MAX_NUM_SEQS
+    log.info(
+        "kv_cache_utils.py:1087",
+        M.KV_CACHE_SIZE.format(tokens=budget.tokens),
+        proc="EngineCore_DP0",
+    )
+    log.info(
+        "kv_cache_utils.py:1091",
+        M.MAX_CONCURRENCY.format(tokens=max_model_len, x=budget.tokens / max_model_len),
+        proc="EngineCore_DP0",
+    )
+
+    # 6. ACL graph capture (pitfall 4).
+    faults = state.get("faults") or {}
+    if not args.enforce_eager:
+        aiv = os.environ.get("HCCL_OP_EXPANSION_MODE", "").upper() == "AIV"
+        if faults.get("graph_capture_broken") or (tp > 1 and not aiv):
+            _fail_engine(
+                log,
+                [
+                    M.CAPTURE_END_FAILED,
+                    M.ACL_PTA_FAILED.format(
+                        stamp=log.acl_stamp(), pid=os.getpid(), device=env.visible[0]
+                    ),
+                    M.EZ9999,
+                    f"EZ9999: [PID: {os.getpid()}] {log.plog_stamp()} {M.CAPTURE_INVALIDATED}",
+                ],
+                loc="model_runner_v1.py:3480",
+            )
+        log.info(
+            "model_runner_v1.py:3480",
+            M.GRAPH_CAPTURE_DONE.format(seconds=1, gib=budget.graph / GIB),
+            proc="EngineCore_DP0",
+        )
+    else:
+        log.info("__init__.py:3575", M.EAGER_MODE, proc="EngineCore_DP0")
+    log.info(
+        "core.py:215",
+        M.INIT_ENGINE_TOOK.format(seconds=time.monotonic() - t0),
+        proc="EngineCore_DP0",
+    )
+    log.info("loggers.py:147", M.NUM_GPU_BLOCKS.format(blocks=budget.num_blocks))
+
+    served = args.served_model_name or [model]
+    dep = Deployment(
+        args=args,
+        row=row,
+        behaviour=beh,
+        log=log,
+        sock=sock,
+        config=config,
+        served_names=served,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        budget=budget,
+        model_dir=model,
+        garbage_reason=garbage_reason,
+        hccl_sock=hccl_sock,
+    )
+    _register(dep, devices, budget.held // MIB)
+    return dep
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``vllm serve``: start up, then serve until stopped. Returns the exit code."""
+    try:
+        dep = run_startup(args)
+    except StartupFailed as exc:
+        return exc.exit_code
+    except AscendDeployError as exc:
+        print(f"vllm serve: error: {exc}", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, InputError) else 1
+    from .server import run_server
+
+    try:
+        return run_server(dep)
+    except AscendDeployError as exc:
+        print(f"vllm serve: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, InputError) else 1
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,449 @@
+"""The bundle's Ansible modules through ansible-playbook on localhost (real AnsiballZ).
+
+Each test writes a small playbook, runs it with the repository's ansible.cfg (library/ and
+module_utils = src) and reads the registered results back from a JSON file. Inputs are real:
+sample npu-smi outputs, safetensors checkpoints, HTTP servers, processes and sockets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SAMPLES
+
+PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not PLAYBOOK.exists(), reason="needs the venv's ansible-playbook"),
+]
+MATRIX = json.loads((REPO / "src/ascend_deploy/data/compat_matrix.json").read_text())
+RULES = json.loads((REPO / "src/ascend_deploy/data/serve_rules.json").read_text())
+
+
+def run(tmp_path: Path, tasks: list[dict], check: bool = False) -> dict:
+    """Run ``tasks`` (each registers under its ``id``) on localhost; return id -> result."""
+    out = tmp_path / "results.json"
+    play_tasks = []
+    ids = []
+    for task in tasks:
+        task = dict(task)
+        tid = task.pop("id")
+        ids.append(tid)
+        play_tasks.append({**task, "register": tid, "ignore_errors": True})
+    collect = {i: "{{ " + i + " | default({}) }}" for i in ids}
+    play_tasks.append(
+        {
+            "name": "Save results",
+            "ansible.builtin.copy": {"content": "{{ _all | to_json }}", "dest": str(out)},
+            "vars": {"_all": collect},
+            "check_mode": False,
+        }
+    )
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": play_tasks}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_FACT_CACHING": "memory",
+        "ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.junit",
+        "JUNIT_OUTPUT_DIR": str(tmp_path / "junit"),
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+        "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),
+    }
+    cmd = [
+        str(PLAYBOOK),
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        "-e",
+        f"ansible_python_interpreter={sys.executable}",
+        str(tmp_path / "play.yml"),
+    ]
+    if check:
+        cmd.append("--check")
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_fp8(tmp_path_factory) -> Path:
+    """A Qwen3-shaped FP8 checkpoint with random weights, small enough to convert in seconds."""
+    sys.path.insert(0, str(REPO / "src"))
+    from ascend_sim.checkpoints import resolve_arch, write_checkpoint
+
+    arch = resolve_arch("qwen3-0.6b", layers=2)
+    arch.update(hidden_size=256, intermediate_size=512, vocab_size=2048)
+    arch.update(num_attention_heads=32, num_key_value_heads=8)
+    out = tmp_path_factory.mktemp("models") / "tiny-fp8"
+    write_checkpoint(str(out), arch, fp8=True, seed=3)
+    return out
+
+
+@pytest.fixture(scope="module")
+def big_fp8(tmp_path_factory) -> Path:
+    """Qwen3-4B-FP8 shaped, sparse on disk (headers real, data holes)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from ascend_sim.checkpoints import write_checkpoint
+
+    out = tmp_path_factory.mktemp("models") / "qwen3-4b-fp8"
+    write_checkpoint(str(out), "qwen3-4b", fp8=True, data="sparse")
+    return out
+
+
+def write_manifest(model: Path) -> None:
+    lines = []
+    for f in sorted(p for p in model.iterdir() if p.is_file() and not p.name.startswith(".")):
+        if f.name == "SHA256SUMS":
+            continue
+        lines.append(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}")
+    (model / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def test_report_renders_one_row_per_host_and_writes_json(tmp_path):
+    rows = [
+        {"host": "sim-0", "cards": "8 x 910B3", "problems": []},
+        {"host": "sim-1", "cards": "8 x 910B3", "problems": ["npu.health: NPU 3 Alarm", "x"]},
+    ]
+    dest = tmp_path / "r" / "rows.json"
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "table",
+                "ascend_report": {
+                    "rows": rows,
+                    "columns": ["host", "cards", "problems"],
+                    "title": "Fleet",
+                    "dest": str(dest),
+                },
+            }
+        ],
+    )["table"]
+    assert res["table"][0] == "Fleet"
+    assert res["table"][1].split() == ["HOST", "CARDS", "PROBLEMS"]
+    assert res["table"][3].startswith("sim-0") and res["table"][3].endswith("-")
+    assert res["table"][4].endswith("npu.health: NPU 3 Alarm; x")
+    assert json.loads(dest.read_text()) == rows
+
+
+# ----------------------------------------------------------------------------- manifest
+
+
+def test_manifest_verifies_caches_and_names_bad_files(tmp_path, tiny_fp8):
+    model = tmp_path / "m"
+    subprocess.run(["cp", "-r", str(tiny_fp8), str(model)], check=True)
+    write_manifest(model)
+    first = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    assert not first.get("failed"), first
+    assert first["hashed"] == first["files"] >= 4
+    second = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    assert second["hashed"] == 0 and second["changed"] is False
+    shard = model / "model-00001-of-00001.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    bad = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    assert bad["failed"] and "model-00001-of-00001.safetensors: sha256" in bad["msg"]
+    assert "Fix:" in bad["msg"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        (b"", "is empty"),
+        (b"\x00\x01\x02binary", "is not text"),
+        (b"not a manifest line\n", "line 1 is not"),
+        (b"0" * 64 + b"  ../../etc/passwd\n", "leaves the directory"),
+    ],
+)
+def test_manifest_rejects_bad_manifests_with_one_line(tmp_path, content, expect):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "SHA256SUMS").write_bytes(content)
+    res = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    assert res["failed"] and expect in res["msg"] and "\n" not in res["msg"]
+
+
+def test_manifest_missing_names_the_command_to_create_it(tmp_path):
+    model = tmp_path / "m"
+    model.mkdir()
+    res = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    assert res["failed"] and "sha256sum" in res["msg"] and str(model) in res["msg"]
+
+
+# ----------------------------------------------------------------------------- compat
+
+
+def test_compat_picks_newest_release_the_driver_runs_and_refuses_a_pinned_one(tmp_path):
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "new",
+                "ascend_compat": {"hardware": "a2", "driver": "25.5.0", "matrix": MATRIX},
+            },
+            {
+                "id": "old",
+                "ascend_compat": {"hardware": "a2", "driver": "24.1.rc2", "matrix": MATRIX},
+            },
+            {
+                "id": "pinned",
+                "ascend_compat": {
+                    "hardware": "a2",
+                    "driver": "24.1.rc2",
+                    "vllm_ascend": "v0.23.0",
+                    "matrix": MATRIX,
+                },
+            },
+            {
+                "id": "unknown",
+                "ascend_compat": {"hardware": "a2", "vllm_ascend": "v9.9.9", "matrix": MATRIX},
+            },
+        ],
+    )
+    assert res["new"]["row"]["vllm_ascend"] == "v0.23.0"
+    assert res["new"]["image"] == "quay.io/ascend/vllm-ascend:v0.23.0"
+    assert res["new"]["pip_requirements"][0].startswith("torch==")
+    old = res["old"]
+    assert old["row"]["vllm_ascend"] != "v0.23.0"
+    assert old["row"]["cann"] not in ("9.1.0", "9.0.0", "8.5.0", "8.5.1")
+    assert old["row"]["skipped_for_driver"], old
+    assert res["pinned"]["row"]["vllm_ascend"] == "v0.23.0"
+    assert res["pinned"]["driver_supports_cann"] is False
+    assert res["unknown"]["failed"] and "v9.9.9" in res["unknown"]["msg"]
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+def test_plan_fp8_4b_on_eight_64g_cards_one_replica_per_card(tmp_path, big_fp8):
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "p",
+                "ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "hbm_total_mb": 65536,
+                    "hbm_used_mb": 3300,
+                    "npus": 8,
+                    "vllm_ascend": "v0.23.0",
+                    "api_key_env": True,
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "tp3",
+                "ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "hbm_total_mb": 65536,
+                    "npus": 8,
+                    "tp": 3,
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "quant",
+                "ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "hbm_total_mb": 65536,
+                    "quantization": "ascend",
+                    "rules": RULES,
+                },
+            },
+        ],
+    )
+    plan = res["p"]["plan"]
+    assert plan["feasible"] and plan["tp"] == 1 and plan["replicas"] == 8
+    assert plan["served_model_dir"] == str(big_fp8) + "-bf16"
+    assert [r["port"] for r in plan["replica_launch"]] == list(range(8000, 8008))
+    assert "--api-key" not in plan["argv"]
+    assert "valid sizes: 1, 2, 4, 8" in res["tp3"]["msg"]
+    assert res["quant"]["failed"] and "--quantization ascend" in res["quant"]["msg"]
+
+
+# ----------------------------------------------------------------------------- convert
+
+
+def test_convert_check_mode_then_convert_then_up_to_date(tmp_path, tiny_fp8):
+    dst = tmp_path / "tiny-bf16"
+    args = {"src": str(tiny_fp8), "dst": str(dst)}
+    checked = run(tmp_path, [{"id": "c", "ascend_convert": args}], check=True)["c"]
+    assert checked["changed"] is True and checked["status"] == "needed"
+    assert not dst.exists()
+    first = run(tmp_path, [{"id": "c", "ascend_convert": args}])["c"]
+    assert first["changed"] is True and first["status"] == "converted", first
+    assert json.loads((dst / "config.json").read_text()).get("quantization_config") is None
+    again = run(tmp_path, [{"id": "c", "ascend_convert": args}])["c"]
+    assert again["changed"] is False and again["status"] == "up-to-date"
+
+
+def test_convert_status_of_a_bf16_model_is_not_needed(tmp_path, tiny_fp8):
+    dst = tmp_path / "bf16"
+    run(tmp_path, [{"id": "c", "ascend_convert": {"src": str(tiny_fp8), "dst": str(dst)}}])
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "c",
+                "ascend_convert": {"src": str(dst), "dst": str(dst) + "2", "status_only": True},
+            }
+        ],
+    )["c"]
+    assert res["status"] == "not-needed" and res["changed"] is False
+
+
+def test_convert_garbage_config_is_one_line_naming_the_file(tmp_path):
+    src = tmp_path / "junk"
+    src.mkdir()
+    (src / "config.json").write_bytes(b"\x00\xff garbage")
+    res = run(
+        tmp_path, [{"id": "c", "ascend_convert": {"src": str(src), "dst": str(tmp_path / "o")}}]
+    )["c"]
+    assert res["failed"] and "config.json" in res["msg"] and "\n" not in res["msg"]
+
+
+# ----------------------------------------------------------------------------- procs
+
+
+def test_procs_separates_ours_from_foreign_and_ends_only_stale_ones(tmp_path):
+    port_ours, port_foreign = free_port(), free_port()
+    server = (
+        "import socket,sys,time; s=socket.socket(); "
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(120)"
+    )
+    ours = subprocess.Popen([sys.executable, "-c", server, str(port_ours), "qwen3-0"])
+    foreign = subprocess.Popen([sys.executable, "-c", server, str(port_foreign), "other"])
+    try:
+        time.sleep(0.5)
+        args = {"ports": [port_ours, port_foreign], "names": ["qwen3", "qwen3-0"]}
+        res = run(
+            tmp_path,
+            [
+                {"id": "report", "ascend_procs": args},
+                {"id": "dry", "ascend_procs": {**args, "state": "absent"}, "check_mode": True},
+            ],
+        )
+        assert [h["pid"] for h in res["report"]["managed"]] == [ours.pid]
+        assert [h["pid"] for h in res["report"]["foreign"]] == [foreign.pid]
+        assert res["report"]["foreign"][0]["port"] == port_foreign
+        assert res["dry"]["stopped"] == [{"pid": ours.pid, "result": "would stop"}]
+        assert ours.poll() is None
+        res = run(
+            tmp_path, [{"id": "stop", "ascend_procs": {**args, "state": "absent", "grace_s": 5}}]
+        )
+        assert res["stop"]["changed"] is True
+        assert ours.wait(timeout=10) is not None
+        assert foreign.poll() is None, "a foreign process must never be ended without opt-in"
+    finally:
+        for p in (ours, foreign):
+            p.kill()
+            p.wait()
+
+
+# ----------------------------------------------------------------------------- health
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_health_ready_replica_and_unreachable_one(tmp_path):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = srv.server_address[1]
+        res = run(
+            tmp_path,
+            [
+                {
+                    "id": "ok",
+                    "vllm_health": {"replicas": [{"name": "r0", "port": port}], "docker": ""},
+                },
+                {
+                    "id": "down",
+                    "vllm_health": {
+                        "replicas": [
+                            {"name": "r0", "port": port},
+                            {"name": "r1", "port": free_port()},
+                        ],
+                        "docker": "",
+                        "timeout": 2,
+                        "interval": 0.5,
+                    },
+                },
+            ],
+        )
+    finally:
+        srv.shutdown()
+    assert res["ok"]["healthy"] is True and res["ok"]["ready"] == ["r0"]
+    down = res["down"]
+    assert down["healthy"] is False and down["ready"] == ["r0"]
+    assert down["failures"][0]["name"] == "r1" and down["cause"] == "timeout"
+
+
+# ----------------------------------------------------------------------------- versions/preflight
+
+
+def test_versions_and_preflight_on_a_fake_host_tree(tmp_path):
+    sys.path.insert(0, str(REPO / "tests" / "data" / "hosts"))
+    from build_tree import build  # type: ignore[import-not-found]
+
+    root = tmp_path / "root"
+    build("a2-cann-8.5", root)
+    sys.path.insert(0, str(REPO / "src"))
+    from ascend_deploy.npu_smi import parse
+
+    info = parse((SAMPLES / "npu-smi-info_910B4_32GB_24.1.1_partial_7.txt").read_text())
+    res = run(
+        tmp_path,
+        [
+            {"id": "versions", "ascend_versions": {"root": str(root)}},
+            {
+                "id": "pre",
+                "ascend_preflight": {
+                    "root": str(root),
+                    "npu_info": info,
+                    "port": free_port(),
+                    "service": "qwen3",
+                    "matrix": MATRIX,
+                    "rules": RULES,
+                },
+            },
+        ],
+    )
+    facts = res["versions"]["ansible_facts"]["ascend_versions"]
+    assert facts["driver"]["version"] == "24.1.rc2.2"
+    assert facts["cann"]["version"] == "8.5.0"
+    pre = res["pre"]
+    assert pre["ok"] is False
+    failing = [c for c in pre["checks"] if c["status"] == "fail"]
+    assert any("24.1.rc2.2" in c["evidence"] and c["fix"] for c in failing), failing

@@ -1,0 +1,95 @@
+"""A serving plan from ``ascend_deploy.plan`` starts on the emulated vLLM with the same numbers.
+
+The planner and the emulator share ``ascend_deploy.memory_model``; here the plan's exact
+argv and environment are run, and the emulator's "GPU KV cache size" must equal the plan's
+``kv_capacity_tokens``.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from ascend_deploy.plan import make_plan
+from ascend_sim.checkpoints import write_checkpoint
+from ascend_sim.tokenizer import tokenizer_json
+from ascend_sim.vllm_emulator.sandbox import (
+    Emulator,
+    emulator_env,
+    make_root,
+    preset_state,
+    write_row,
+)
+
+
+@pytest.fixture(scope="module")
+def q4b(tmp_path_factory):
+    import json
+
+    d = str(tmp_path_factory.mktemp("plan") / "Qwen3-4B")
+    write_checkpoint(d, arch="qwen3-4b", fp8=False, data="sparse")
+    with open(f"{d}/tokenizer.json", "w", encoding="utf-8") as fh:
+        json.dump(tokenizer_json(), fh)
+    return d
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("preset", "row", "tp"),
+    [("a2-910b3-8x64g", "v0.23.0", 1), ("a2-910b4-8x32g", "v0.11.0", 2)],
+)
+def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, q4b, preset, row, tp):
+    state = preset_state(preset)
+    card = state["card"]
+    plan = make_plan(
+        q4b,
+        hbm_total_mb=card["hbm_total_mb"],
+        hbm_used_mb=card["idle_hbm_used_mb"],
+        npus=card["count"],
+        vllm_ascend=row,
+        tp=tp,
+    )
+    assert plan["feasible"], plan["reasons"]
+    argv = list(plan["argv"])
+    assert argv[:2] == ["vllm", "serve"]
+    args = argv[2:]
+    args[args.index("--host") + 1] = "127.0.0.1"
+    args[args.index("--port") + 1] = "0"
+    env = {**plan["env"], "HCCL_IF_BASE_PORT": _free_port()}
+    root = make_root(str(tmp_path / "root"), state=state)
+    with Emulator(
+        args, emulator_env(root, write_row(str(tmp_path / "row.json"), row), **env)
+    ).start() as emu:
+        assert emu.ready, emu.output()
+        assert f"GPU KV cache size: {plan['kv_capacity_tokens']:,} tokens" in emu.output()
+        assert f"Using max model len {plan['max_model_len']}" in emu.output()
+
+
+def test_vllm_api_key_from_environment_is_enforced(tmp_path, q4b):
+    import http.client
+
+    plan = make_plan(q4b, hbm_total_mb=65536, hbm_used_mb=3300, api_key_env=True)
+    args = plan["argv"][2:]
+    assert "--api-key" not in args
+    args[args.index("--host") + 1] = "127.0.0.1"
+    args[args.index("--port") + 1] = "0"
+    root = make_root(str(tmp_path / "root"))
+    env = emulator_env(
+        root, write_row(str(tmp_path / "row.json"), "v0.23.0"), VLLM_API_KEY="s3cret"
+    )
+    with Emulator(args, env).start() as emu:
+        assert emu.ready, emu.output()
+        assert "s3cret" not in emu.output()
+        for key, status in ((None, 401), ("s3cret", 200)):
+            conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=30)
+            conn.request(
+                "GET", "/v1/models", headers={"Authorization": f"Bearer {key}"} if key else {}
+            )
+            assert conn.getresponse().status == status
+            conn.close()
