@@ -74,7 +74,11 @@ def _host_pid(ns_pid: int, pid_ns: str, proc: str = "/proc") -> int | None:
 
 
 def live_holders(state_dir: str) -> list[NpuHolder]:
-    """Entries whose process still runs, with host PIDs; stale files are deleted."""
+    """Entries whose process still runs, with host PIDs; stale files are deleted.
+
+    Call this only from the host's PID namespace (npu-smi does): inside a container the
+    other containers' processes are invisible and their entries would look stale.
+    """
     out: list[NpuHolder] = []
     if not os.path.isdir(state_dir):
         return out
