@@ -116,6 +116,7 @@ def warm(paths: list[str]) -> None:
 def measure(label: str, code: str, args: list[str]) -> dict:
     """Run ``code`` in a fresh interpreter; wall time, peak RSS, peak anonymous RSS."""
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    load_before = os.getloadavg()[0]
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE, text=True
@@ -148,7 +149,8 @@ def measure(label: str, code: str, args: list[str]) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{label} failed with exit code {proc.returncode}")
     print(
-        f"{label}: {seconds:.2f}s (CPU {usage.ru_utime + usage.ru_stime:.1f}s), "
+        f"{label}: {seconds:.2f}s (CPU {usage.ru_utime + usage.ru_stime:.1f}s, load "
+        f"{load_before:.1f}->{os.getloadavg()[0]:.1f}), "
         f"peak RSS {usage.ru_maxrss / 2**10:.0f} MiB, "
         f"peak anon {peak_anon[0] / 2**20:.0f} MiB, major faults {usage.ru_majflt}, "
         f"blocks read {usage.ru_inblock}, switches {usage.ru_nvcsw}/{usage.ru_nivcsw}",
@@ -158,6 +160,7 @@ def measure(label: str, code: str, args: list[str]) -> dict:
         "label": label,
         "seconds": round(seconds, 2),
         "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+        "load_avg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "major_faults": usage.ru_majflt,
         "blocks_read": usage.ru_inblock,
         "voluntary_switches": usage.ru_nvcsw,
@@ -271,8 +274,16 @@ def main() -> int:
             "converter_output": by["converter"]["output"],
             "runs": runs,
             "converter_vs_floor": round(by["converter"]["seconds"] / by["io-floor"]["seconds"], 2),
+            "converter_vs_floor_cpu": round(
+                by["converter"]["cpu_seconds"] / by["io-floor"]["cpu_seconds"], 2
+            ),
             "baseline_vs_converter": (
                 round(by["baseline"]["seconds"] / by["converter"]["seconds"], 2)
+                if "baseline" in by
+                else None
+            ),
+            "baseline_vs_converter_cpu": (
+                round(by["baseline"]["cpu_seconds"] / by["converter"]["cpu_seconds"], 2)
                 if "baseline" in by
                 else None
             ),
@@ -291,9 +302,15 @@ def main() -> int:
                 f"{r['peak_rss_bytes'] / 2**20:>8.0f}Mi "
                 f"{r['peak_anon_bytes'] / 2**20:>8.0f}Mi"
             )
-        print(f"converter / io-floor time: {result['converter_vs_floor']}x")
+        print(
+            f"converter / io-floor: {result['converter_vs_floor']}x wall, "
+            f"{result['converter_vs_floor_cpu']}x CPU"
+        )
         if result["baseline_vs_converter"] is not None:
-            print(f"baseline / converter time: {result['baseline_vs_converter']}x")
+            print(
+                f"baseline / converter: {result['baseline_vs_converter']}x wall, "
+                f"{result['baseline_vs_converter_cpu']}x CPU"
+            )
             print(f"outputs bit-identical over {compared} tensors")
     return 0
 

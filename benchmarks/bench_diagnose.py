@@ -45,8 +45,11 @@ def write_log(path: str, size_mb: int) -> int:
             block = []
             for _ in range(1000):
                 line = rng.choice(NOISE).format(
-                    s=rng.randrange(60), a=rng.random() * 900, b=rng.random() * 400,
-                    r=rng.randrange(8), u=rng.random() * 60,
+                    s=rng.randrange(60),
+                    a=rng.random() * 900,
+                    b=rng.random() * 400,
+                    r=rng.randrange(8),
+                    u=rng.random() * 60,
                 )
                 block.append(line + "\r\n")
             text = "".join(block)
@@ -76,7 +79,9 @@ def main() -> int:
             check=False,
         )
         seconds = time.monotonic() - t0
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_kib = usage.ru_maxrss
+        cpu = usage.ru_utime + usage.ru_stime
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
             return 1
@@ -87,6 +92,8 @@ def main() -> int:
             "lines": doc["lines"],
             "seconds": round(seconds, 1),
             "mb_per_s": round(size / 1048576 / seconds, 1),
+            "cpu_seconds": round(cpu, 1),
+            "mb_per_cpu_s": round(size / 1048576 / cpu, 1),
             "peak_rss_mb": round(peak_kib / 1024, 1),
             "root_cause": first,
         }

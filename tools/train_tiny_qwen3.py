@@ -360,7 +360,7 @@ def eval_cases(tok) -> list[tuple[str, list[int], str]]:
                 name = f"{item['id']}[{i}]{'/think' if thinking else ''}"
                 cases.append((name, tok.encode(text), assistant_text(item, thinking)))
     item = ITEMS[0]
-    for repeat in (LONG_REPEAT, 2 * LONG_REPEAT):
+    for repeat in (LONG_REPEAT, 80):
         msgs = [{"role": "user", "content": long_prompt(item["prompts"][0], LONG_FILLER, repeat)}]
         text = tok.apply_chat_template(msgs, enable_thinking=False)
         cases.append((f"long-x{repeat}", tok.encode(text), assistant_text(item, False)))
@@ -585,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--min-rounds", type=int, default=0, help="QAT rounds to run at least")
     ap.add_argument("--init-from", help="skip training; start QAT from this BF16 checkpoint")
+    ap.add_argument("--qat-max-filler", type=int, help="longest filler during QAT (bytes)")
+    ap.add_argument("--stage1-command", help="record how the --init-from checkpoint was made")
     ap.add_argument("--eval-every", type=int, default=500)
     args = ap.parse_args(argv)
 
@@ -654,6 +656,9 @@ def main(argv: list[str] | None = None) -> int:
         model.eval()
 
     run(args.steps, args.lr, qat=False)
+    if args.qat_max_filler:
+        args.max_filler = args.qat_max_filler
+        pool = []
     work = tempfile.mkdtemp(prefix="tiny-qwen3-")
     all_cases = cases + verification_cases(TOK)
     try:
@@ -699,6 +704,7 @@ def main(argv: list[str] | None = None) -> int:
             "qat_rounds": rnd,
             "qat_steps_per_round": args.qat_steps,
             "broken_penalty": args.broken_penalty,
+            "stage1_command": args.stage1_command,
             "wrong_after_fp8_bf16": len(wrong),
             "fake_quant_min_margin": round(qmargin, 3),
             "command": "tools/train_tiny_qwen3.py "

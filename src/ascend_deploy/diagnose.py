@@ -58,6 +58,7 @@ _UVICORN_RE = re.compile(r"^(?P<level>INFO|WARNING|ERROR|CRITICAL):\s{2,}")
 _EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)"
 )
+_NAMED_GROUP_RE = re.compile(r"\(\?P<\w+>")
 _CANN_CODE_RE = re.compile(r"^E[A-Z]\d{4}\b|^\[ERROR\]|^\[Error\]|\berror code is \d+")
 
 
@@ -98,6 +99,11 @@ def load_rules(path: str = RULES_PATH) -> list[Rule]:
         raise InputError(f"{path}: diagnose rules file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: unreadable diagnose rules ({exc})") from None
+    return parse_rules(doc, path)
+
+
+def parse_rules(doc: Any, path: str = "diagnose rules") -> list[Rule]:
+    """Rules from the parsed JSON document (Ansible passes the content, not the file)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
         raise InputError(f"{path}: expected an object with a 'rules' list")
     rules: list[Rule] = []
@@ -162,9 +168,12 @@ def normalise(line: str) -> tuple[str, str]:
     m = _VLLM_HDR_RE.match(text) or _UVICORN_RE.match(text)
     if m:
         hdr = m.group("level")
-        level = {"ERROR": "error", "CRITICAL": "error", "WARNING": "warning", "WARN": "warning"}.get(
-            hdr, "info"
-        )
+        level = {
+            "ERROR": "error",
+            "CRITICAL": "error",
+            "WARNING": "warning",
+            "WARN": "warning",
+        }.get(hdr, "info")
         text = text[m.end() :]
     msg = text.strip()
     if _EXC_RE.match(msg):
@@ -235,15 +244,17 @@ class Diagnoser:
         self.hits: dict[str, _Hit] = {}
         self.lines = 0
         self.last_errors: deque[str] = deque(maxlen=LAST_ERRORS)
-        # Quick pre-filter: most lines of a healthy log match nothing.
-        self._any = re.compile(
-            "|".join(
-                "(?:" + re.sub(r"\(\?P<\w+>", "(?:", p.regex.pattern) + ")"
-                for r in self.rules
-                for p in r.patterns
+
+        # Pre-filters: most lines of a healthy log match nothing; one search per rule after that.
+        def any_of(patterns: Iterable[str]) -> re.Pattern[str]:
+            return re.compile(
+                "|".join("(?:" + _NAMED_GROUP_RE.sub("(?:", p) + ")" for p in patterns)
             )
-        )
+
+        self._any = any_of(p.regex.pattern for r in self.rules for p in r.patterns)
+        self._rule_any = [(r, any_of(p.regex.pattern for p in r.patterns)) for r in self.rules]
         self._context = [(r, c) for r in self.rules for c in r.context]
+        self._any_context = any_of(c.pattern for _r, c in self._context) if self._context else None
         # Context lines are kept per rule even before the rule fires (start-up lines come first).
         self._ctx: dict[str, dict[str, tuple[int, str]]] = {}
 
@@ -256,31 +267,34 @@ class Diagnoser:
         if level in ("exception", "error"):
             self.last_errors.append(_excerpt(msg))
         if self._any.search(msg):
-            for rule in self.rules:
-                for pat in rule.patterns:
-                    m = pat.regex.search(msg)
-                    if not m:
-                        continue
-                    value = None
-                    if pat.min_value is not None:
-                        try:
-                            value = float(m.group("value"))
-                        except (IndexError, TypeError, ValueError):
-                            continue
-                        if value < pat.min_value:
-                            continue
-                    if pat.check == "garbage":
-                        text = _json_unescape(m.group("value"))
-                        if not garbage.detect(text):
-                            continue
-                    hit = self.hits.get(rule.id)
-                    if hit is None:
-                        hit = self.hits[rule.id] = _Hit(rule)
-                    hit.add(n, msg, level, value)
-                    break
-        for rule, rx in self._context:
-            if rx.search(msg):
-                self._ctx.setdefault(rule.id, {})[rx.pattern] = (n, _excerpt(msg))
+            for rule, rule_rx in self._rule_any:
+                if rule_rx.search(msg):
+                    self._match_rule(rule, n, msg, level)
+        if self._any_context is not None and self._any_context.search(msg):
+            for rule, rx in self._context:
+                if rx.search(msg):
+                    self._ctx.setdefault(rule.id, {})[rx.pattern] = (n, _excerpt(msg))
+
+    def _match_rule(self, rule: Rule, n: int, msg: str, level: str) -> None:
+        for pat in rule.patterns:
+            m = pat.regex.search(msg)
+            if not m:
+                continue
+            value = None
+            if pat.min_value is not None:
+                try:
+                    value = float(m.group("value"))
+                except (IndexError, TypeError, ValueError):
+                    continue
+                if value < pat.min_value:
+                    continue
+            if pat.check == "garbage" and not garbage.detect(_json_unescape(m.group("value"))):
+                continue
+            hit = self.hits.get(rule.id)
+            if hit is None:
+                hit = self.hits[rule.id] = _Hit(rule)
+            hit.add(n, msg, level, value)
+            return
 
     def result(self) -> dict[str, Any]:
         for rid, ctx in self._ctx.items():

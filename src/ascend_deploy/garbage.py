@@ -21,6 +21,8 @@ _NAN_RE = re.compile(r"(?i)(?<![a-z])nan(?![a-z])")
 _WORD_RE = re.compile(r"[A-Za-z]+")
 _VOWEL_RE = re.compile(r"[aeiouyAEIOUY]")
 # Characters of ordinary prose and code: letters, digits, CJK, whitespace, common punctuation.
+_PROSE_PUNCT = set(".,;:!?'\"()，。！？、：；“”‘’（）《》")
+_RULE_LINE_RE = re.compile(r"[\s|:\-=*#_`+]*")
 _COMMON_PUNCT = set(".,;:!?'\"()[]{}-_+*/=<>#%&`~|@$^\\，。！？、：；“”‘’（）《》")
 
 
@@ -62,6 +64,9 @@ def detect(text: str | None, reasoning: str | None = None) -> list[str]:
     body = text or ""
     stripped = body.strip()
     if not stripped and not (reasoning or "").strip():
+        if body:
+            kinds = sorted({repr(ch) for ch in body})
+            return [f"whitespace only: {len(body)} characters of {', '.join(kinds)} and no text"]
         return ["empty content: the model produced no text"]
     for label, part in (("content", body), ("reasoning", reasoning or "")):
         if not part.strip():
@@ -74,9 +79,7 @@ def detect(text: str | None, reasoning: str | None = None) -> list[str]:
             reasons.append(
                 f"{bad} U+FFFD replacement character(s) in {label}: invalid UTF-8 byte sequences"
             )
-        controls = sum(
-            1 for ch in part if unicodedata.category(ch) == "Cc" and ch not in "\n\r\t"
-        )
+        controls = sum(1 for ch in part if unicodedata.category(ch) == "Cc" and ch not in "\n\r\t")
         if controls >= 2:
             reasons.append(f"{controls} control characters in {label}")
         rep = find_repeat(part)
@@ -91,17 +94,28 @@ def detect(text: str | None, reasoning: str | None = None) -> list[str]:
         if len(part) >= 12:
             odd = sum(1 for ch in part if not _is_wordlike(ch))
             if odd * 4 >= len(part):
-                reasons.append(f"token soup in {label}: {odd} of {len(part)} characters are symbols")
-            symbols = sum(1 for ch in part if ch in _COMMON_PUNCT and ch not in "`")
-            letters = sum(1 for ch in part if unicodedata.category(ch).startswith(("L", "N")))
-            if len(part) >= 24 and symbols > 2 * max(letters, 1):
                 reasons.append(
-                    f"token soup in {label}: {symbols} punctuation characters vs {letters} "
-                    "letters/digits"
+                    f"token soup in {label}: {odd} of {len(part)} characters are symbols"
+                )
+            # Markdown rules and table separators are legitimate runs of symbols.
+            core = "\n".join(ln for ln in part.splitlines() if not _RULE_LINE_RE.fullmatch(ln))
+            letters = sum(1 for ch in core if unicodedata.category(ch).startswith(("L", "N")))
+            symbols = sum(
+                1
+                for ch in core
+                if not ch.isspace()
+                and ch not in _PROSE_PUNCT
+                and not unicodedata.category(ch).startswith(("L", "N"))
+            )
+            if len(core) >= 16 and symbols > 2 * max(letters, 1):
+                reasons.append(
+                    f"token soup in {label}: {symbols} symbols vs {letters} letters/digits"
                 )
             latin = _WORD_RE.findall(part)
             if len(latin) >= 6:
-                odd_words = [w for w in latin if len(w) > 18 or (len(w) > 4 and not _VOWEL_RE.search(w))]
+                odd_words = [
+                    w for w in latin if len(w) > 18 or (len(w) > 4 and not _VOWEL_RE.search(w))
+                ]
                 if len(odd_words) * 2 >= len(latin):
                     reasons.append(
                         f"token soup in {label}: {len(odd_words)} of {len(latin)} words are not "

@@ -41,7 +41,7 @@ from .verify_http import (
     Timeout,
     Unreachable,
 )
-from .verify_suite import Case, load_suite
+from .verify_suite import Case, load_suite, suite_from_doc
 
 SMOKE_PROMPT = "What is the capital of France?"
 SMOKE_EXPECT = "Paris"
@@ -63,6 +63,7 @@ class Options:
     api_key: str | None = None
     model: str | None = None
     suite: str | None = None
+    suite_doc: Any = None  # an already parsed suite (the Ansible module gets the content)
     concurrency: int = 4
     ready_timeout: float = 600.0
     request_timeout: float = 300.0
@@ -110,7 +111,8 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def split_thinking(message: dict[str, Any]) -> tuple[str, str]:
     """(reasoning, answer) of a chat message: ``reasoning_content`` from vLLM's reasoning
-    parser, or a ``<think>...</think>`` block at the start of ``content``."""
+    parser, or a ``<think>...</think>`` block at the start of ``content``. The answer is
+    returned as served (whitespace kept, so a run of newlines can be reported as such)."""
     content = message.get("content") or ""
     reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
     if "</think>" in content:
@@ -120,7 +122,7 @@ def split_thinking(message: dict[str, Any]) -> tuple[str, str]:
     elif content.lstrip().startswith("<think>"):
         reasoning = (reasoning + content.lstrip()[len("<think>") :]).strip()
         content = ""
-    return reasoning.strip(), content.strip()
+    return reasoning.strip(), content
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -154,7 +156,9 @@ def _logprob_values(choice: dict[str, Any]) -> list[Any]:
     for entry in lp.get("content") or []:
         if isinstance(entry, dict):
             values.append(entry.get("logprob"))
-            values += [t.get("logprob") for t in entry.get("top_logprobs") or [] if isinstance(t, dict)]
+            values += [
+                t.get("logprob") for t in entry.get("top_logprobs") or [] if isinstance(t, dict)
+            ]
     return values
 
 
@@ -170,7 +174,10 @@ class Verifier:
         self.cases: list[dict[str, Any]] = []
         self.performance: dict[str, Any] = {}
         self.failures: list[str] = []
-        self.suite_name, self.suite = load_suite(opts.suite)
+        if opts.suite_doc is not None:
+            self.suite_name, self.suite = suite_from_doc(opts.suite_doc, opts.suite or "suite")
+        else:
+            self.suite_name, self.suite = load_suite(opts.suite)
 
     # -- helpers ------------------------------------------------------------------------------
     def _add(self, check: Check) -> Check:
@@ -296,7 +303,7 @@ class Verifier:
         reasoning, answer = split_thinking(message)
         usage = doc.get("usage") or {}
         rec.update(
-            answer=excerpt(answer),
+            answer=excerpt(answer.strip()),
             reasoning=excerpt(reasoning, 200) if reasoning else None,
             finish_reason=choice.get("finish_reason"),
             prompt_tokens=usage.get("prompt_tokens"),
@@ -306,7 +313,7 @@ class Verifier:
         if junk:
             why += [f"garbage: {j}" for j in junk]
             rec["garbage"] = junk
-        why += [f"answer {w}" for w in case.check(answer)]
+        why += [f"answer {w}" for w in case.check(answer.strip())]
         if case.expect_reasoning and not reasoning:
             why.append("no thinking block although thinking mode was on")
         rec["ok"] = not why
@@ -408,7 +415,8 @@ class Verifier:
         decode_s = end - first if first is not None else None
         return {
             "ok": True,
-            "answer": answer,
+            "answer": answer.strip(),
+            "raw_answer": answer,
             "reasoning": r,
             "chunks": chunks,
             "finish_reason": finish,
@@ -432,12 +440,16 @@ class Verifier:
             check.ok = False
             check.detail = res["error"]
         else:
-            why = case.check(res["answer"]) + garbage.detect(res["answer"], res["reasoning"])
+            why = case.check(res["answer"]) + garbage.detect(res["raw_answer"], res["reasoning"])
             check.ok = not why
             check.detail = (
                 f"{res['chunks']} chunks ending with [DONE], first token after "
                 f"{res['ttft_s'] or 0:.3f} s"
-                + ("" if check.ok else f"; answer {excerpt(res['answer'], 120)!r}: {'; '.join(why)}")
+                + (
+                    ""
+                    if check.ok
+                    else f"; answer {excerpt(res['answer'], 120)!r}: {'; '.join(why)}"
+                )
             )
             check.data["ttft_s"] = res["ttft_s"]
         self._add(check)
@@ -483,7 +495,11 @@ class Verifier:
         sampler.join(5)
         after = self.metrics()
         ok = [r for r in results if r["ok"]]
-        short = [r for r in ok if r["completion_tokens"] < self.opts.burst_tokens and r["finish_reason"] != "length"]
+        short = [
+            r
+            for r in ok
+            if r["completion_tokens"] < self.opts.burst_tokens and r["finish_reason"] != "length"
+        ]
         failed = [r for r in results if not r["ok"]]
         ttft = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]
         tps = [r["tokens_per_s"] for r in ok if r["tokens_per_s"] is not None]
@@ -528,7 +544,8 @@ class Verifier:
             kv.detail = f"peak KV-cache usage {peak_txt} at {n} concurrent requests, no preemption"
         else:
             kv.detail = (
-                f"KV cache exhausted at {n} concurrent requests of {self.opts.burst_tokens} tokens: "
+                f"KV cache exhausted at {n} concurrent requests of "
+                f"{self.opts.burst_tokens} tokens: "
                 f"{preempted:.0f} preemption(s), peak usage {peak_txt} (pitfall 6). Fix: lower "
                 "vllm_service_max_num_seqs or vllm_service_max_model_len, or give the cache more "
                 "memory (vllm_service_gpu_memory_utilization, more NPUs)"
@@ -586,7 +603,7 @@ class Verifier:
                     doc = self.client.post_json("/v1/chat/completions", body)
                 except HttpStatus as exc:
                     if exc.status == 400 and "context length" in exc.message:
-                        repeat -= max(1, int(math.ceil(2 / per)))
+                        repeat -= max(1, math.ceil(2 / per))
                         continue
                     raise
                 used = doc["usage"]
@@ -602,7 +619,9 @@ class Verifier:
             check.data.update(prompt_tokens=used["prompt_tokens"], max_model_len=limit, total=total)
         except (Disconnected, Unreachable, Timeout) as exc:
             check.ok = False
-            check.detail = f"a request at the maximum length ({limit} tokens) failed: {exc}; {self._alive()}"
+            check.detail = (
+                f"a request at the maximum length ({limit} tokens) failed: {exc}; {self._alive()}"
+            )
         except (RequestFailed, KeyError, TypeError, ValueError) as exc:
             check.ok = False
             check.detail = f"a request at the maximum length ({limit} tokens) failed: {exc}"
@@ -657,8 +676,10 @@ class Verifier:
         for name in steps:
             if name not in done and not (name == "first_request" and "readiness" not in done):
                 self.checks.append(Check(name, None, "not run: an earlier check failed"))
-        ok = bool(self.checks) and all(c.ok is not False for c in self.checks) and any(
-            c.name == "smoke" and c.ok for c in self.checks
+        ok = (
+            bool(self.checks)
+            and all(c.ok is not False for c in self.checks)
+            and any(c.name == "smoke" and c.ok for c in self.checks)
         )
         return {
             "ok": ok,
@@ -691,7 +712,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"# Verification {verdict}: {report.get('model') or '?'} at {report['url']}",
         "",
         f"- Started {report['started']}, took {report['seconds']:.1f} s; suite `{report['suite']}`",
-        f"- Server: vLLM {srv.get('version') or '?'}, max_model_len {srv.get('max_model_len') or '?'}",
+        f"- Server: vLLM {srv.get('version') or '?'}, "
+        f"max_model_len {srv.get('max_model_len') or '?'}",
         "",
         "| Check | Result | Detail |",
         "|---|---|---|",
@@ -731,7 +753,10 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def render_human(report: dict[str, Any]) -> str:
-    out = [f"verify {report['url']} ({report.get('model') or '?'}): {'PASS' if report['ok'] else 'FAIL'}"]
+    out = [
+        f"verify {report['url']} ({report.get('model') or '?'}): "
+        + ("PASS" if report["ok"] else "FAIL")
+    ]
     for c in report["checks"]:
         mark = {"pass": "ok  ", "fail": "FAIL", "skipped": "skip"}[c["status"]]
         out.append(f"  {mark} {c['name']:<14} {c['detail']}")

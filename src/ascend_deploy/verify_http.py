@@ -71,8 +71,9 @@ class Client:
 
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 120.0):
         parsed = urllib.parse.urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError("not an http(s) URL with a host (http://HOST:PORT)")
+        _ = parsed.port  # ValueError for a port that is not a number or out of range
         self.base = url.rstrip("/")
         if self.base.endswith("/v1"):
             self.base = self.base[:-3]
@@ -91,13 +92,15 @@ class Client:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         try:
-            return urllib.request.urlopen(req, timeout=timeout or self.timeout)  # noqa: S310
+            return urllib.request.urlopen(req, timeout=timeout or self.timeout)
         except urllib.error.HTTPError as exc:
             raise HttpStatus(exc.code, _error_message(exc.read()), path) from None
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise Timeout(f"{method} {path}: no answer within {timeout or self.timeout:.0f} s") from None
+                raise Timeout(
+                    f"{method} {path}: no answer within {timeout or self.timeout:.0f} s"
+                ) from None
             if isinstance(reason, (ConnectionResetError, http.client.RemoteDisconnected)):
                 raise Disconnected(
                     f"{method} {path}: the server closed the connection without answering"
@@ -107,8 +110,10 @@ class Client:
             raise Disconnected(
                 f"{method} {path}: the server closed the connection without answering"
             ) from None
-        except (TimeoutError, socket.timeout):
-            raise Timeout(f"{method} {path}: no answer within {timeout or self.timeout:.0f} s") from None
+        except TimeoutError:
+            raise Timeout(
+                f"{method} {path}: no answer within {timeout or self.timeout:.0f} s"
+            ) from None
         except http.client.HTTPException as exc:
             raise BadResponse(f"{method} {path}: broken HTTP response ({exc!r})") from None
 
@@ -116,7 +121,7 @@ class Client:
         with self._request("GET", path, timeout=timeout) as resp:
             try:
                 return resp.status, resp.read()
-            except (http.client.HTTPException, ConnectionError, TimeoutError, socket.timeout) as exc:
+            except (http.client.HTTPException, ConnectionError, TimeoutError) as exc:
                 raise Disconnected(f"GET {path}: response cut off ({exc!r})") from None
 
     def get_json(self, path: str, timeout: float | None = None) -> Any:
@@ -132,14 +137,16 @@ class Client:
                 raw = resp.read()
             except (http.client.HTTPException, ConnectionError) as exc:
                 raise Disconnected(f"POST {path}: response cut off ({exc!r})") from None
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise Timeout(f"POST {path}: response not finished in time") from None
         try:
             return json.loads(raw)
         except ValueError:
             raise BadResponse(f"POST {path}: not JSON: {raw[:200]!r}") from None
 
-    def stream(self, path: str, body: dict, timeout: float | None = None) -> Iterator[tuple[float, Any]]:
+    def stream(
+        self, path: str, body: dict, timeout: float | None = None
+    ) -> Iterator[tuple[float, Any]]:
         """Yield ``(monotonic time, event)`` for each SSE ``data:`` event; ``"[DONE]"`` last.
 
         Raises BadResponse when the stream ends without ``[DONE]``.
@@ -149,13 +156,15 @@ class Client:
         try:
             ctype = resp.headers.get("content-type", "")
             if not ctype.startswith("text/event-stream"):
-                raise BadResponse(f"POST {path} stream: content-type {ctype!r}, not text/event-stream")
+                raise BadResponse(
+                    f"POST {path} stream: content-type {ctype!r}, not text/event-stream"
+                )
             while True:
                 try:
                     line = resp.readline()
                 except (http.client.HTTPException, ConnectionError) as exc:
                     raise Disconnected(f"POST {path}: stream cut off ({exc!r})") from None
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     raise Timeout(f"POST {path}: stream stalled") from None
                 if not line:
                     break
@@ -171,7 +180,9 @@ class Client:
                 try:
                     yield now, json.loads(payload)
                 except ValueError:
-                    raise BadResponse(f"POST {path}: SSE event is not JSON: {payload[:200]!r}") from None
+                    raise BadResponse(
+                        f"POST {path}: SSE event is not JSON: {payload[:200]!r}"
+                    ) from None
         finally:
             resp.close()
         if not done:

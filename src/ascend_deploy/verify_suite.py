@@ -23,7 +23,9 @@ from typing import Any
 
 from .errors import InputError
 
-DEFAULT_SUITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "verify_suite.yaml")
+DEFAULT_SUITE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "verify_suite.yaml"
+)
 _KNOWN = {
     "id",
     "prompt",
@@ -208,7 +210,11 @@ def load_suite(path: str | None = None) -> tuple[str, list[Case]]:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
         raise InputError(f"{path}: the suite file is empty")
-    doc = _parse_text(text, path)
+    return suite_from_doc(_parse_text(text, path), path)
+
+
+def suite_from_doc(doc: Any, path: str = "suite") -> tuple[str, list[Case]]:
+    """(name, cases) of a parsed suite document; ``path`` names it in errors."""
     name = os.path.basename(path)
     if isinstance(doc, dict):
         name = str(doc.get("name") or name)

@@ -21,11 +21,13 @@ Standard library only: CI runs this before any virtualenv exists
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -346,7 +348,11 @@ def debootstrap_base(tag: str = LOCAL_BASE, mirror: str = DEBIAN_MIRROR) -> str:
         raise ImageError(
             "debootstrap needs root to build the base image; run as root or pass --base"
         )
-    tmp = Path(tempfile.mkdtemp(prefix="ascend-sim-rootfs-"))
+    # /tmp is often a noexec/nodev tmpfs, where debootstrap refuses to install.
+    work = os.environ.get("ASCEND_SIM_BUILD_DIR") or (
+        "/var/tmp" if os.path.isdir("/var/tmp") else None
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="ascend-sim-rootfs-", dir=work))
     try:
         _log(f"debootstrap --variant=minbase bookworm {tmp} {mirror}")
         proc = subprocess.run(
@@ -441,6 +447,8 @@ def build(spec: ImageSpec, base: str, force: bool = False, repo: Path = REPO) ->
         for t in tags:
             docker("tag", spec.primary, t)
         _log(f"{spec.primary} is up to date ({digest[:12]})")
+    if built:
+        prune_stale(spec, digest)
     seconds = time.monotonic() - start
     size = int(docker("image", "inspect", "--format", "{{.Size}}", spec.primary).strip() or 0)
     return BuildResult(
@@ -452,6 +460,22 @@ def build(spec: ImageSpec, base: str, force: bool = False, repo: Path = REPO) ->
         round(seconds, 1),
         round(size / 2**20, 1),
     )
+
+
+def prune_stale(spec: ImageSpec, digest: str) -> None:
+    """Drop older ``<repo>:<hash12>`` tags and dangling images this script built.
+
+    Only images carrying the inputs-hash label are touched; an image a container still uses
+    keeps existing (``docker rmi`` without ``-f`` refuses, which is ignored).
+    """
+    if spec.hash_tag_repo:
+        out = docker("images", "--format", "{{.Tag}}", spec.hash_tag_repo)
+        for tag in out.split():
+            if re.fullmatch(r"[0-9a-f]{12}", tag) and tag != digest[:12]:
+                with contextlib.suppress(ImageError):
+                    docker("rmi", f"{spec.hash_tag_repo}:{tag}")
+    with contextlib.suppress(ImageError):
+        docker("image", "prune", "-f", "--filter", f"label={HASH_LABEL}")
 
 
 def build_all(

@@ -329,3 +329,16 @@ def test_emulator_images_load_once(prefix):
     )
     assert version.returncode == 0, version.stderr
     assert "0.23.0" in version.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_host_whose_state_is_invalid_fails_up_with_its_log(prefix, tmp_path):
+    bad = tmp_path / "bad-state.json"
+    bad.write_text(json.dumps({"preset": "bad", "card": {"count": "many"}}), encoding="utf-8")
+    with pytest.raises(FleetError) as exc:
+        fleet.up([str(bad)], prefix, images=[], timeout=60)
+    message = str(exc.value)
+    assert exc.value.exit_code == 1
+    assert f"simulated host {prefix}-0 exited" in message
+    assert "host_setup" in message

@@ -213,6 +213,9 @@ def test_build_skips_unchanged_inputs_and_rebuilds_changed_ones(tiny_repo):
     changed = images.build(spec, base, repo=root)
     assert changed.built
     assert changed.inputs_hash != first.inputs_hash
+    # the stale hash tag is pruned; the new one names the new image
+    assert images.image_id(f"{repo_tag}:{first.inputs_hash[:12]}") is None
+    assert images.image_id(f"{repo_tag}:{changed.inputs_hash[:12]}") == changed.image_id
     out = subprocess.run(
         ["docker", "run", "--rm", spec.primary, "cat", "/msg"],
         capture_output=True,

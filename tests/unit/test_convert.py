@@ -124,6 +124,20 @@ def test_workers_do_not_change_the_output(tmp_path):
         assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w4" / name).read_bytes()
 
 
+def test_copy_without_copy_file_range_gives_the_same_output(tmp_path, monkeypatch):
+    import ascend_deploy.fp8.convert as convert_mod
+
+    src = fp8_template("BF16")
+    convert_checkpoint(src, str(tmp_path / "kernel"))
+    monkeypatch.setattr(convert_mod, "_copy_file_range_ok", False)
+    monkeypatch.setattr(convert_mod, "READ_STEP", 4096)  # many small reads
+    convert_checkpoint(src, str(tmp_path / "userspace"))
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        assert (tmp_path / "kernel" / name).read_bytes() == (
+            tmp_path / "userspace" / name
+        ).read_bytes()
+
+
 def test_second_run_changes_nothing_and_changed_source_is_reconverted(tmp_path):
     src = copy_model(fp8_template(), str(tmp_path / "fp8"))
     dst = str(tmp_path / "bf16")
@@ -355,3 +369,35 @@ def test_progress_lines_are_periodic(tmp_path):
     display(100, 100)
     text = stream.getvalue()
     assert text.startswith("\rconvert [") and "100.0%" in text and text.endswith("\n")
+
+
+PEAK_RSS = """
+import sys
+from ascend_deploy.fp8.convert import convert_checkpoint
+convert_checkpoint(sys.argv[1], sys.argv[2], workers=2)
+with open("/proc/self/status") as fh:
+    print(next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")))
+"""
+
+
+def test_peak_memory_does_not_grow_with_model_size(tmp_path):
+    """5x more layers (and FP8 bytes) must not raise the converter's peak RSS."""
+    checkpoints = pytest.importorskip("ascend_sim.checkpoints")
+    arch = dict(checkpoints.QWEN3_ARCHS["qwen3-0.6b"], vocab_size=1000)
+    peaks = {}
+    for layers in (2, 10):
+        src = str(tmp_path / f"fp8-{layers}")
+        checkpoints.write_checkpoint(src, arch, layers=layers, fp8=True, data="random")
+        proc = subprocess.run(
+            [sys.executable, "-c", PEAK_RSS, src, str(tmp_path / f"out-{layers}")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        peaks[layers] = int(proc.stdout.strip()) * 1024
+    plan = plan_conversion(str(tmp_path / "fp8-10"))
+    out_bytes = sum(j.out_nbytes for s in plan.shards for j in s.jobs if j.scale is not None)
+    assert out_bytes > 200 * 2**20  # the larger model writes > 200 MiB of dequantized BF16
+    assert peaks[10] - peaks[2] < 16 * 2**20, peaks
+    assert peaks[10] < 256 * 2**20, peaks  # interpreter + numpy + one tile row per worker

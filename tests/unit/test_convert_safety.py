@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -132,14 +133,20 @@ def test_write_errors_become_operator_errors(tmp_path, monkeypatch):
 def test_abandoned_temporary_directories_are_removed(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = tmp_path / f".bf16.fp8conv-tmp-{dead.pid}-abcdef"
+    host = socket.gethostname()
+    stale = tmp_path / f".bf16.fp8conv-tmp-{dead.pid}-abcdef.{host}"
     stale.mkdir()
     (stale / "model-00001-of-00002.safetensors").write_bytes(b"partial")
-    live = tmp_path / f".bf16.fp8conv-tmp-{os.getpid()}-123456"  # a running conversion
+    old = tmp_path / f".bf16.fp8conv-old-{dead.pid}-abcdef.{host}"
+    old.mkdir()
+    live = tmp_path / f".bf16.fp8conv-tmp-{os.getpid()}-123456.{host}"  # running here
     live.mkdir()
+    remote = tmp_path / f".bf16.fp8conv-tmp-{dead.pid}-abcdef.other-host.example"
+    remote.mkdir()  # another host's conversion into a shared directory
     result = convert_checkpoint(fp8_template(), str(tmp_path / "bf16"))
     assert result["status"] == "converted"
-    assert not stale.exists() and live.exists()
+    assert not stale.exists() and not old.exists()
+    assert live.exists() and remote.exists()
 
 
 def test_manifest_records_sources_and_version(tmp_path):

@@ -1,4 +1,4 @@
-"""`ascend-deploy diagnose` on every signature of error-signatures.md and on messy real-world logs."""
+"""`ascend-deploy diagnose` on every signature of error-signatures.md and on messy real logs."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import DATA
 
 from ascend_deploy.cli import main
 from ascend_deploy.diagnose import Diagnoser, diagnose_file, diagnose_lines, load_rules, normalise
 from ascend_deploy.errors import InputError
-from conftest import DATA
 
 LOGS = DATA / "logs"
 SIGNATURES = json.loads((LOGS / "signatures.json").read_text())
@@ -44,7 +44,8 @@ NOISE = [
     "usage: 3.1%, Prefix cache hit rate: 0.0%",
     'INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     "(APIServer pid=1) INFO 09-03 16:28:08 [api_server.py:1885] vLLM API server version 0.11.0",
-    "(EngineCore_DP0 pid=29) INFO 09-03 16:28:30 [default_loader.py:262] Loading weights took 3.2 s",
+    "(EngineCore_DP0 pid=29) INFO 09-03 16:28:30 [default_loader.py:262] Loading weights took "
+    "3.2 s",
     "WARNING 09-03 16:28:31 [__init__.py:1635] Default sampling parameters have been overridden",
     "(EngineCore_DP0 pid=29) INFO 09-03 16:28:40 [kv_cache_utils.py:1087] GPU KV cache size: "
     "412,160 tokens",
@@ -104,11 +105,15 @@ def test_rules_cover_all_pitfalls_and_name_bundle_variables():
 
 
 def test_kv_trend_that_ends_full_is_pitfall_6_with_sizing_context():
-    lines = log("pitfall6_2_example.log") + NOISE[5:] + [
-        "INFO 08-06 09:39:16 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
-        "Avg generation throughput: 12.1 tokens/s, Running: 61 reqs, Waiting: 39 reqs, "
-        "GPU KV cache usage: 99.6%, Prefix cache hit rate: 89.7%"
-    ]
+    lines = (
+        log("pitfall6_2_example.log")
+        + NOISE[5:]
+        + [
+            "INFO 08-06 09:39:16 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+            "Avg generation throughput: 12.1 tokens/s, Running: 61 reqs, Waiting: 39 reqs, "
+            "GPU KV cache usage: 99.6%, Prefix cache hit rate: 89.7%"
+        ]
+    )
     first = top(diagnose_lines(lines))
     assert first["rule"] == "kv_cache_exhausted"
     assert "99.6%" in first["evidence"][0]
@@ -125,13 +130,16 @@ def test_final_exception_outranks_warnings_and_stats():
         *log("pitfall5_2_example.log"),
     ]
     result = diagnose_lines(lines)
-    assert [f["rule"] for f in result["findings"]][:2] == ["npu_out_of_memory", "kv_cache_exhausted"]
+    assert [f["rule"] for f in result["findings"]][:2] == [
+        "npu_out_of_memory",
+        "kv_cache_exhausted",
+    ]
 
 
 def test_deq_scale_key_error_is_a_quantization_flag_problem_not_loading():
     lines = [
-        "(EngineCore_DP0 pid=29) ERROR 01-12 09:26:18 [core.py:866] File \"/vllm-workspace/vllm/"
-        "vllm/model_executor/models/utils.py\", line 335, in load_weights",
+        '(EngineCore_DP0 pid=29) ERROR 01-12 09:26:18 [core.py:866] File "/vllm-workspace/vllm/'
+        'vllm/model_executor/models/utils.py", line 335, in load_weights',
         "(EngineCore_DP0 pid=29) ERROR 01-12 09:26:18 [core.py:866] KeyError: "
         "'layers.0.mlp.gate_up_proj.deq_scale'",
         "(EngineCore_DP0 pid=29) ERROR 01-12 09:26:18 [core.py:866] EngineCore failed to start.",
@@ -173,7 +181,7 @@ def test_plain_weight_key_error_stays_a_loading_problem():
             "EJ0003: bind failed",
             "error",
         ),
-        ("ERROR 09-25 02:23:33 engine.py:400]   File \"x.py\"", 'File "x.py"', "error"),
+        ('ERROR 09-25 02:23:33 engine.py:400]   File "x.py"', 'File "x.py"', "error"),
     ],
 )
 def test_normalise_strips_real_prefixes(raw, message, level):
@@ -187,7 +195,7 @@ def test_messy_log_ansi_crlf_prefixes_interleaved(tmp_path):
     for i in range(3000):
         lines.append(rng.choice(NOISE))
         if i == 1500:
-            for a, b in zip(hccl, hccl[1:] + [""]):  # two processes writing at once
+            for a, b in zip(hccl, [*hccl[1:], ""], strict=True):  # two processes writing at once
                 lines.append(f"\x1b[33m(VllmWorker rank=1 pid=77)\x1b[0m {a}")
                 lines.append(f"(VllmWorker rank=0 pid=76) {b}")
     p = tmp_path / "messy.log"
@@ -271,7 +279,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, content, needle):
     p.write_bytes(content)
     with pytest.raises(InputError, match=needle):
         diagnose_file(str(p))
-    rc, out, err = _run_cli(str(p))
+    rc, _out, err = _run_cli(str(p))
     assert rc == 2
     assert err.count("\n") == 1 and str(p) in err and "Traceback" not in err
 
@@ -293,6 +301,8 @@ def test_very_long_line_is_bounded():
 
 def test_bad_rules_file_is_named(tmp_path):
     p = tmp_path / "rules.json"
-    p.write_text('{"rules": [{"id": "x", "title": "t", "patterns": ["("], "explanation": "", "fix": ""}]}')
+    p.write_text(
+        '{"rules": [{"id": "x", "title": "t", "patterns": ["("], "explanation": "", "fix": ""}]}'
+    )
     with pytest.raises(InputError, match=r"rules\.json: rules\[0\]: invalid regex"):
         load_rules(str(p))

@@ -1,4 +1,4 @@
-"""``ascend-deploy diagnose [FILE|-]``: name the root cause of a vLLM-Ascend failure from its log."""
+"""``ascend-deploy diagnose [FILE|-]``: the root cause of a vLLM-Ascend failure, from its log."""
 
 from __future__ import annotations
 

@@ -75,9 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="BF16 model directory: compare served logprobs with a CPU reference (torch)",
     )
-    parser.add_argument(
-        "--precision-tolerance", type=_positive_float, default=0.5, metavar="X"
-    )
+    parser.add_argument("--precision-tolerance", type=_positive_float, default=0.5, metavar="X")
     parser.add_argument("--report", metavar="DIR", help="write verify.json and verify.md here")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 

@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from .plan import ConversionPlan, TensorJob, plan_conversion
 
 ProgressFn = Callable[[int, int], None]
 COPY_STEP = 64 << 20  # bytes per copy_file_range call (lets a stop request through)
+READ_STEP = 16 << 20  # bytes per pread/pwrite where copy_file_range is unavailable
 TMP_TAG = ".fp8conv-tmp-"
 OLD_TAG = ".fp8conv-old-"
 
@@ -155,7 +157,8 @@ def _convert(
     _remove_abandoned(parent, os.path.basename(dst))
     _check_free_space(plan, parent)
     tmp = os.path.join(
-        parent, f".{os.path.basename(dst)}{TMP_TAG}{os.getpid()}-{secrets.token_hex(3)}"
+        parent,
+        f".{os.path.basename(dst)}{TMP_TAG}{os.getpid()}-{secrets.token_hex(3)}.{_HOST}",
     )
     with _TerminationAsInterrupt():
         try:
@@ -210,15 +213,24 @@ def _check_free_space(plan: ConversionPlan, parent: str) -> None:
         )
 
 
+_HOST = socket.gethostname() or "localhost"
+
+
 def _remove_abandoned(parent: str, base: str) -> None:
-    """Remove temporary directories left by a killed (SIGKILL, power loss) earlier run."""
+    """Remove temporary directories left by a killed (SIGKILL, power loss) earlier run.
+
+    Names carry the PID and host name (``<pid>-<random>.<host>``); only directories of
+    this host whose process is gone are removed, so a conversion running on another host
+    into the same shared directory is left alone.
+    """
     for tag in (TMP_TAG, OLD_TAG):
         prefix = f".{base}{tag}"
         for name in os.listdir(parent):
             if not name.startswith(prefix):
                 continue
-            pid_text = name[len(prefix) :].split("-", 1)[0]
-            if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+            pid_text, _, rest = name[len(prefix) :].partition("-")
+            host = rest.partition(".")[2]
+            if host == _HOST and pid_text.isdigit() and not _pid_alive(int(pid_text)):
                 shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
@@ -236,7 +248,9 @@ def _swap_into_place(tmp: str, dst: str) -> None:
     parent = os.path.dirname(dst)
     old = None
     if os.path.lexists(dst):
-        old = os.path.join(parent, f".{os.path.basename(dst)}{OLD_TAG}{os.getpid()}")
+        old = os.path.join(
+            parent, f".{os.path.basename(dst)}{OLD_TAG}{os.getpid()}-{secrets.token_hex(3)}.{_HOST}"
+        )
         os.rename(dst, old)
     os.rename(tmp, dst)
     _fsync_dir(parent)
@@ -331,21 +345,31 @@ def _write_output(plan: ConversionPlan, tmp: str, workers: int, callback: Progre
             _pwrite_all(fd, sp.header, 0, out_path)
             progress.add(len(sp.header))
         ctx = _Context(plan, tmp, src_fds, out_fds, progress, stop)
-        tasks: list[Callable[[], None]] = []
-        for sp in plan.shards:
-            tasks.append(lambda name=sp.name: hashes.__setitem__(name, _hash(src, name, stop)))
-            tasks.extend(lambda job=job: ctx.run(job) for job in sp.jobs)
-        _run_pool(tasks, workers, stop, progress)
-        for sp in plan.shards:
-            out_path = os.path.join(tmp, sp.name)
-            try:
-                os.fsync(out_fds[sp.name])
-            except OSError as exc:
-                raise _io_error(exc, out_path) from None
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fp8conv")
+        futures: list[Future] = []
+        try:
+            futures = [pool.submit(ctx.run, job) for sp in plan.shards for job in sp.jobs]
+            _wait_all(futures, progress)
+            # Hash the (cached) source while the output is flushed: CPU and disk overlap.
+            names = plan.source_files
+            futures = [pool.submit(_hash, src, name, stop) for name in names]
+            for sp in plan.shards:
+                try:
+                    os.fsync(out_fds[sp.name])
+                except OSError as exc:
+                    raise _io_error(exc, os.path.join(tmp, sp.name)) from None
+            _wait_all(futures, progress)
+            hashes = dict(zip(names, (f.result() for f in futures), strict=True))
+        except BaseException:
+            stop.set()
+            for fut in futures:
+                fut.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     finally:
         for fd in [*src_fds.values(), *out_fds.values()]:
             os.close(fd)
-    written = sum(s.out_size for s in plan.shards)
     outputs = {s.name: s.out_size for s in plan.shards}
     if plan.layout.index is not None:
         outputs[INDEX_NAME] = _write_json(os.path.join(tmp, INDEX_NAME), _output_index(plan))
@@ -361,9 +385,8 @@ def _write_output(plan: ConversionPlan, tmp: str, workers: int, callback: Progre
                 f"{os.path.join(src, name)}: the source changed during conversion; "
                 "wait for the download or copy to finish and convert again"
             )
-        digest = hashes.get(name) or sha256_file(os.path.join(src, name))
-        source[name] = {**now, "sha256": digest}
-    written += sum(size for name, size in outputs.items() if name not in hashes)
+        source[name] = {**now, "sha256": hashes[name]}
+    written = sum(outputs.values())
     manifest = build_manifest(
         src,
         source,
@@ -378,28 +401,16 @@ def _write_output(plan: ConversionPlan, tmp: str, workers: int, callback: Progre
     return written
 
 
-def _run_pool(
-    tasks: list[Callable[[], None]], workers: int, stop: threading.Event, progress: _Progress
-) -> None:
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fp8conv")
-    futures: list[Future] = []
-    try:
-        futures = [pool.submit(task) for task in tasks]
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.25, return_when=FIRST_EXCEPTION)
-            progress.report()
-            for fut in done:
-                exc = fut.exception()
-                if exc is not None and not isinstance(exc, _Stopped):
-                    raise exc
-    except BaseException:
-        stop.set()
-        for fut in futures:
-            fut.cancel()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+def _wait_all(futures: list[Future], progress: _Progress) -> None:
+    """Wait for every future, reporting progress; re-raise the first real failure."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.25, return_when=FIRST_EXCEPTION)
+        progress.report()
+        for fut in done:
+            exc = fut.exception()
+            if exc is not None and not isinstance(exc, _Stopped):
+                raise exc
 
 
 def _hash(src: str, name: str, stop: threading.Event) -> str:
@@ -481,12 +492,13 @@ class _Context:
         codes_all = codes_all.reshape(rows, cols)
         deq = TileRowDequantizer(cols, self.plan.block, scales)
         buf = np.empty((min(bm, rows), cols), dtype=np.uint16)
+        scratch = np.empty((min(bm, rows), cols), dtype=np.uint8)
         for i, r0 in enumerate(range(0, rows, bm)):
             if self.stop.is_set():
                 raise _Stopped
             r1 = min(rows, r0 + bm)
             codes = codes_all[r0:r1]
-            nan = count_nan_codes(codes)
+            nan = count_nan_codes(codes, scratch[: r1 - r0])
             if nan:
                 raise InputError(
                     f"{src_path}: tensor {job.src.name!r}: {nan} FP8 NaN codes (0x7F/0xFF) in "
@@ -544,7 +556,7 @@ def copy_range(
                 _copy_file_range_ok = False
                 continue
         else:
-            data = _pread_all(src_fd, step, src_off, paths[0])
+            data = _pread_all(src_fd, min(step, READ_STEP), src_off, paths[0])
             _pwrite_all(out_fd, data, out_off, paths[1])
             n = len(data)
         if n == 0:

@@ -391,6 +391,31 @@ def _messages_ok(messages: object) -> list[dict]:
     return out
 
 
+# TEST-ONLY switch (used by tests/unit/test_verify*.py): ASCEND_SIM_TEST_CRASH_ON_REQUEST=N makes
+# the engine die on the N-th generation request, the way a ready service can still die on its
+# first request (a device fault at the first forward pass): the EngineCore error is printed and
+# the process exits without answering. Never set in images or playbooks.
+_test_requests = 0
+_test_lock = threading.Lock()
+
+
+def _maybe_test_crash(app: App) -> None:
+    global _test_requests
+    limit = os.environ.get("ASCEND_SIM_TEST_CRASH_ON_REQUEST")
+    if not limit:
+        return
+    with _test_lock:
+        _test_requests += 1
+        if _test_requests < int(limit):
+            return
+    pid = os.getpid()
+    app.log.error("core.py:866", "EngineCore encountered a fatal error.", proc="EngineCore_DP0")
+    app.log.raw_err(f"RuntimeError: {M.EZ9999}")
+    app.log.raw_err(f"{M.EZ9999.split(':')[0]}: [PID: {pid}] {app.log.plog_stamp()} test crash")
+    app.log.raw_err("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")
+    os._exit(1)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
@@ -498,6 +523,7 @@ class Handler(BaseHTTPRequestHandler):
         if path not in ("/v1/chat/completions", "/v1/completions"):
             self._json(404, {"detail": "Not Found"})
             return
+        _maybe_test_crash(self.app)
         try:
             try:
                 body = json.loads(raw.decode("utf-8")) if raw else None

@@ -1,0 +1,111 @@
+#!/usr/bin/python
+"""Ansible module: name the root cause of a vLLM-Ascend failure from logs (thin wrapper)."""
+
+# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ascend_diagnose
+short_description: Diagnose vLLM-Ascend logs (container log, journal, verify report)
+description:
+  - Runs C(ascend-deploy diagnose) (C(ascend_deploy/diagnose.py)) over every file in C(paths)
+    (missing files are listed in C(missing), not an error, since a crashed container may have
+    left no log) and returns the findings of all of them together, most likely cause first.
+  - The rules are passed as content (C(rules)) because AnsiballZ ships Python files only; the
+    role reads C(ascend_deploy/data/diagnose_rules.json) on the controller.
+  - Read-only unless C(dest) is given (the findings are written there as JSON).
+options:
+  paths:
+    description: Log files on the host (plain or .gz).
+    type: list
+    elements: path
+    required: true
+  rules:
+    description: Content of C(diagnose_rules.json).
+    type: dict
+    required: true
+  dest:
+    description: Write the diagnosis JSON here.
+    type: path
+author: ascend-deploy
+"""
+
+EXAMPLES = r"""
+- name: Diagnose the failed replica
+  ascend_diagnose:
+    paths: [/etc/ascend-deploy/vllm/reports/run1/vllm-0.log]
+    rules: "{{ lookup('ansible.builtin.file', 'diagnose_rules.json') | from_json }}"
+  register: diagnosis
+"""
+
+RETURN = r"""
+findings:
+  description: >-
+    List of {pitfall, rule, title, evidence, fix, explanation, variable}, root cause first.
+  returned: always
+  type: list
+last_errors:
+  description: The last error lines when no rule matched.
+  returned: always
+  type: list
+missing:
+  description: Paths that did not exist.
+  returned: always
+  type: list
+"""
+
+import gzip
+import json
+import os
+
+from ansible.module_utils.ascend_deploy.diagnose import Diagnoser, iter_lines, parse_rules
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "paths": {"type": "list", "elements": "path", "required": True},
+            "rules": {"type": "dict", "required": True},
+            "dest": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        diagnoser = Diagnoser(parse_rules(p["rules"], "rules"))
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    missing, read = [], []
+    for path in p["paths"]:
+        if not os.path.isfile(path):
+            missing.append(path)
+            continue
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rb") as fh:
+                for line in iter_lines(fh):
+                    diagnoser.feed(line)
+        except (OSError, EOFError) as exc:
+            module.fail_json(msg=f"{path}: cannot read the log ({exc})")
+        read.append(path)
+    result = diagnoser.result()
+    result.setdefault("last_errors", [])
+    result["sources"] = read
+    result["missing"] = missing
+    changed = False
+    if p["dest"] and not module.check_mode:
+        try:
+            with open(p["dest"], "w", encoding="utf-8") as fh:
+                json.dump(result, fh, indent=2, ensure_ascii=False)
+                fh.write("\n")
+        except OSError as exc:
+            module.fail_json(msg=f"{p['dest']}: cannot write the diagnosis ({exc.strerror})")
+        changed = True
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()
