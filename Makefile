@@ -1,28 +1,52 @@
 # One place for the commands the README and CI use.
 VENV ?= .venv
-PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
+# molecule and ansible-lint call ansible-* tools by name
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv lint unit test images demo clean
+.PHONY: venv lint unit images test demo demo-down bench clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	# CPU build of torch from the machine's local disk; only the precision tests use it.
-	$(BIN)/pip install -q 'torch==2.13.0' || echo "torch not available: precision tests will be skipped"
+	# CPU build of torch (on this project's machines it comes from local disk); only the
+	# precision-alignment tests and tools/train_tiny_qwen3.py use it.
+	$(BIN)/pip install -q 'torch==2.13.0' || echo "torch not installable here: precision tests will be skipped"
 	$(BIN)/pip install -q -e '.[test,train]'
 	touch $@
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint -q
 
 unit: venv
-	$(BIN)/pytest -m "not docker and not molecule" tests
+	$(BIN)/pytest -q -m "not docker and not molecule" tests
 
-test: lint
-	$(BIN)/pytest tests
+images: venv
+	docker/build-images.sh
+
+# The whole suite: lint, unit, Docker integration and every molecule scenario.
+test: lint images
+	$(BIN)/pytest -q tests
+
+molecule-%: venv images
+	$(BIN)/molecule -c molecule/_shared/base.yml test -s $*
+
+# Quick start: one simulated 8 x 910B3 host, then the real playbook against it.
+demo: venv images
+	$(BIN)/python -m ascend_sim.fleet up --name-prefix demo --preset a2-910b3-8x64g \
+		--inventory inventory/sim/hosts.yml
+	$(BIN)/ansible-playbook deploy.yml
+
+demo-down: venv
+	$(BIN)/python -m ascend_sim.fleet down --name-prefix demo --inventory inventory/sim/hosts.yml
+
+bench: venv images
+	$(BIN)/python benchmarks/bench_convert.py --layers 4
+	$(BIN)/python benchmarks/bench_deploy.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .cache
