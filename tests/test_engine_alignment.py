@@ -74,7 +74,8 @@ def test_logits_match_transformers(hf_model, np_model, tok, question):
 
 def test_greedy_generation_matches_transformers(hf_model, np_model, tok):
     for question in QUESTIONS[:4]:
-        text = tok.apply_chat_template(question["messages"], enable_thinking=question["enable_thinking"])
+        thinking = question["enable_thinking"]
+        text = tok.apply_chat_template(question["messages"], enable_thinking=thinking)
         ids = tok.encode(text)
         ours = [t for t, _, _ in np_model.generate(ids, question["max_tokens"])]
         with torch.no_grad():

@@ -27,6 +27,8 @@ TOKENIZER_FILE = "tokenizer.json"
 GENERATION_CONFIG = "generation_config.json"
 # Qwen3's special token names (Qwen/Qwen3-8B tokenizer_config.json "added_tokens_decoder").
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
+# Qwen3 marks <think> and </think> "special": false, so skip_special_tokens keeps them.
+NOT_SKIPPED = ("<think>", "</think>")
 NUM_BYTES = 256
 
 
@@ -69,7 +71,7 @@ class IncrementalDecoder:
             return self._utf8.decode(bytes((token_id,)))
         text = self._utf8.decode(b"", final=True)  # a special token ends any open sequence
         self._utf8.reset()
-        if not self.skip_special_tokens:
+        if not (self.skip_special_tokens and token_id in tok.skipped_ids):
             text += tok.id_to_token(token_id)
         return text
 
@@ -82,8 +84,18 @@ class IncrementalDecoder:
 class ByteTokenizer:
     """UTF-8 bytes as ids 0..255 plus named special tokens."""
 
-    def __init__(self, special_tokens: dict[str, int], eos_token_ids: Sequence[int]) -> None:
+    def __init__(
+        self,
+        special_tokens: dict[str, int],
+        eos_token_ids: Sequence[int],
+        skipped: Iterable[str] | None = None,
+    ) -> None:
+        """``skipped``: the names ``skip_special_tokens`` drops (default: all but
+        ``<think>``/``</think>``)."""
         self.special_tokens = dict(special_tokens)
+        if skipped is None:
+            skipped = [n for n in self.special_tokens if n not in NOT_SKIPPED]
+        self.skipped_ids = {self.special_tokens[n] for n in skipped}
         self._special_by_id = {i: s for s, i in self.special_tokens.items()}
         self.vocab_size = NUM_BYTES + len(self.special_tokens)
         self.eos_token_ids = list(eos_token_ids)
@@ -250,10 +262,13 @@ def load_tokenizer(model_dir: str) -> ByteTokenizer:
             )
     added = doc.get("added_tokens") or []
     special: dict[str, int] = {}
+    skipped: list[str] = []
     for entry in added:
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), int):
             raise InputError(f"{path}: corrupt 'added_tokens' entry {entry!r}")
         special[str(entry.get("content"))] = entry["id"]
+        if entry.get("special", True):
+            skipped.append(str(entry.get("content")))
     missing = [s for s in SPECIAL_TOKENS if s not in special]
     if missing:
         raise InputError(f"{path}: special tokens {', '.join(missing)} are missing")
@@ -270,7 +285,7 @@ def load_tokenizer(model_dir: str) -> ByteTokenizer:
         eos = [value] if isinstance(value, int) else value
         if not isinstance(eos, list) or not all(isinstance(i, int) for i in eos):
             raise InputError(f"{gen_path}: eos_token_id must be an integer or a list of integers")
-    return ByteTokenizer(special, eos)
+    return ByteTokenizer(special, eos, skipped)
 
 
 def tokenizer_json(special_tokens: Sequence[str] = SPECIAL_TOKENS) -> dict:
@@ -288,7 +303,7 @@ def tokenizer_json(special_tokens: Sequence[str] = SPECIAL_TOKENS) -> dict:
                 "lstrip": False,
                 "rstrip": False,
                 "normalized": False,
-                "special": name not in ("<think>", "</think>"),
+                "special": name not in NOT_SKIPPED,
             }
             for i, name in enumerate(special_tokens)
         ],
