@@ -42,10 +42,11 @@ def tiny(tmp_path_factory):
 
 
 def tiny_is_fully_trained() -> str | None:
+    """Why the checked-in tiny model cannot pass the whole suite (None: it can)."""
     stats = json.loads((TINY_FP8 / "training_stats.json").read_text())
-    failures = stats.get("fake_quant_failures")
-    if failures:
-        return f"tests/data/tiny-qwen3-fp8 is a partial training run ({failures} wrong answers)"
+    wrong = stats.get("wrong_after_fp8_bf16", stats.get("fake_quant_failures"))
+    if wrong is None or wrong:
+        return f"tests/data/tiny-qwen3-fp8 is a partial training run ({wrong} wrong answers)"
     return None
 
 
