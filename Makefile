@@ -35,10 +35,12 @@ test: lint images
 molecule-%: venv images
 	$(BIN)/molecule -c molecule/_shared/base.yml test -s $*
 
-# Quick start: one simulated 8 x 910B3 host, then the real playbook against it.
+# Quick start: one simulated 8 x 910B3 host, the tiny FP8 model staged on the controller,
+# then the real playbook against the host; deploy.yml ends with the deployment summary.
 demo: venv images
 	$(BIN)/python -m ascend_sim.fleet up --name-prefix demo --preset a2-910b3-8x64g \
-		--inventory inventory/sim/hosts.yml
+		--group ascend_llm --inventory inventory/sim/hosts.yml
+	$(BIN)/ansible-playbook playbooks/sim_model.yml
 	$(BIN)/ansible-playbook deploy.yml
 
 demo-down: venv

@@ -15,7 +15,7 @@ die() {
 }
 
 missing=""
-command -v docker >/dev/null 2>&1 || missing="$missing docker.io"
+command -v dockerd >/dev/null 2>&1 || missing="$missing docker.io"
 command -v debootstrap >/dev/null 2>&1 || missing="$missing debootstrap debian-archive-keyring"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3"
 if [ -n "$missing" ]; then
