@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 
 BIN = REPO / ".venv" / "bin"
-ROLES = ["npu_preflight", "ascend_runtime", "model_weights", "vllm_service"]
+ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta").is_dir())
 PLAYBOOKS = [REPO / "deploy.yml", *sorted((REPO / "playbooks").glob("*.yml"))]
 ENV = {
     **os.environ,
