@@ -187,14 +187,27 @@ def test_driver_too_old_for_image_cann(tmp_path, tiny):
     assert "ERR00100 PTA call acl api failed" in res.stdout
 
 
-@pytest.mark.parametrize("row", ["v0.23.0", "v0.11.0"])
-def test_old_driver_preset_fails_both_images(tmp_path, tiny, row):
-    # a2-old-driver: HDK 24.1.rc3, whose version.info lists CANN trains C13..C19 only;
-    # the images carry CANN 9.1.0 (C31) and 8.3.RC2 (C23).
-    res = run(serve_args(tiny), sandbox(tmp_path, row=row, state=preset_state("a2-old-driver")))
+def test_old_driver_preset_fails_the_image_whose_cann_excludes_it(tmp_path, tiny):
+    # a2-old-driver: HDK 24.1.rc3; v0.23.0 carries CANN 9.1.0, which (like 8.5.x) needs
+    # HDK 25.0 or newer (ascend_deploy.compat.HDK_PAIRINGS, the bundle's preflight verdict).
+    state = preset_state("a2-old-driver")
+    res = run(serve_args(tiny), sandbox(tmp_path, row="v0.23.0", state=state))
     assert res.returncode == 1
     assert "NPU function error: at_npu::native::AclSetCompileopt" in res.stderr
     assert "error code is 500001" in res.stderr
+
+
+def test_old_driver_preset_runs_the_image_without_a_published_refusal(tmp_path, tiny):
+    # v0.11.0 carries CANN 8.3.RC2 (C23). The driver's compatible_version (C13..C19) is only
+    # advisory: CANN 8.2.RC1 (C22) is published for HDK 24.1.rc3 although not listed there.
+    # No published pairing excludes 24.1.rc3 from 8.3.RC2, so the emulator agrees with
+    # ascend_deploy.compat (unknown, not refused) and serves.
+    from ascend_deploy.compat import driver_supports_cann
+
+    assert driver_supports_cann("24.1.rc3", "8.3.RC2") is None
+    env = sandbox(tmp_path, row="v0.11.0", state=preset_state("a2-old-driver"))
+    with Emulator(serve_args(tiny, "--enforce-eager"), env).start() as emu:
+        assert emu.ready, emu.output()
 
 
 @pytest.mark.parametrize("row", ["v0.23.0", "v0.11.0"])

@@ -39,7 +39,7 @@ class NpuEnvironment:
     visible: list[int] = field(default_factory=list)  # logical order = ASCEND_RT_VISIBLE_DEVICES
     missing: list[str] = field(default_factory=list)  # device nodes / mounts that are absent
     driver_version: str | None = None
-    driver_compatible: list[str] | None = None  # C-codes of CANN trains the driver supports
+    driver_compatible: list[str] | None = None  # compatible_version C-codes (advisory)
     state: dict | None = None
     state_error: str | None = None
 
@@ -114,50 +114,20 @@ def probe() -> NpuEnvironment:
     return env
 
 
-# CANN release -> the "C-code" of its innerversion (V100R001Cnn...). Sources: ascend-host.md
-# §3.4 (C19 8.0.RC3, C20 8.0.0, C21 8.1.RC1, C22 8.2.RC1, C23 8.3.RC1/RC2, C25 8.5.0, from real
-# ascend_toolkit_install.info files); 8.5.1 and 9.1.0 from the simulator's presets
-# (src/ascend_sim/data/presets, not a published figure).
-CANN_CODES = {
-    "8.0.RC3": "C19",
-    "8.0.0": "C20",
-    "8.1.RC1": "C21",
-    "8.2.RC1": "C22",
-    "8.3.RC1": "C23",
-    "8.3.RC2": "C23",
-    "8.5.0": "C25",
-    "8.5.1": "C25",
-    "9.1.0": "C31",
-}
+def driver_compatible(driver_version: str | None, cann: str) -> bool | None:
+    """Whether the host driver runs the image's CANN (None = no published statement).
 
-
-def driver_compatible(
-    driver_version: str | None, cann: str, compatible_codes: list[str] | None = None
-) -> bool | None:
-    """Whether the host driver supports the image's CANN (None = unknown).
-
-    Two sources, either can say no: ``ascend_deploy.compat.driver_supports_cann`` (published
-    pairings, ascend-host.md §5.3) and the driver's own ``compatible_version`` list of CANN
-    C-codes from its version.info (the rule observed on real hosts, ascend-host.md §5.3).
+    One source of truth with the bundle's preflight: ``ascend_deploy.compat``'s published
+    driver/HDK <-> CANN pairings (ascend-host.md §5.3). The driver's own ``compatible_version``
+    C-code list is only advisory (ascend-host.md §3.4: driver 24.1.rc3 lists C13..C19, yet CANN
+    8.2.RC1, C22, is published for it), so it never refuses a CANN here; preflight reports a
+    miss as a warning. Unknown pairings run, as they would on a host whose HDK is new enough.
     """
     if driver_version is None:
         return False
-    published = None
-    try:
-        from ascend_deploy.compat import driver_supports_cann
+    from ascend_deploy.compat import driver_supports_cann
 
-        published = driver_supports_cann(driver_version, cann)
-    except ImportError:
-        pass
-    local = None
-    code = CANN_CODES.get(cann)
-    if compatible_codes and code:
-        local = code in compatible_codes
-    if published is False or local is False:
-        return False
-    if published or local:
-        return True
-    return None
+    return driver_supports_cann(driver_version, cann)
 
 
 def npu_available(cann: str | None = None) -> bool:
@@ -174,7 +144,7 @@ def npu_available(cann: str | None = None) -> bool:
             cann = load_row()["cann"]
         except Exception:
             return False
-    return driver_compatible(env.driver_version, cann, env.driver_compatible) is not False
+    return driver_compatible(env.driver_version, cann) is not False
 
 
 def device_count() -> int:

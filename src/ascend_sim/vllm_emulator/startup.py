@@ -324,7 +324,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if tp > len(env.visible):
         mask = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "")
         _fail_engine(log, [M.NOT_ENOUGH_DEVICES.format(tp=tp, visible=len(env.visible), mask=mask)])
-    if device.driver_compatible(env.driver_version, row["cann"], env.driver_compatible) is False:
+    if device.driver_compatible(env.driver_version, row["cann"]) is False:
         _fail_engine(
             log,
             [
