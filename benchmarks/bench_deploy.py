@@ -41,7 +41,7 @@ def fleet(action: str, prefix: str, hosts: int, inventory: Path) -> None:
         raise SystemExit(f"bench: fleet {action} failed: {done.stderr.strip()[-500:]}")
 
 
-def deploy(inventory: Path, npus: int, log: Path) -> tuple[float, int, str]:
+def deploy(inventory: Path, prefix: str, npus: int, log: Path) -> tuple[float, int, str]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
     cmd = [
         str(BIN / "ansible-playbook"),
@@ -52,6 +52,9 @@ def deploy(inventory: Path, npus: int, log: Path) -> tuple[float, int, str]:
         str(REPO / "deploy.yml"),
         "-e",
         json.dumps({"vllm_service_npus": list(range(npus)), "ascend_rollout_batch": "100%"}),
+        # Only this run's hosts (a `make demo` host may be in inventory/sim too) and the summary.
+        "--limit",
+        f"{prefix}-*,localhost",
     ]
     start = time.monotonic()
     done = sh(cmd, env=env, check=False)
@@ -78,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if any(n < 1 for n in args.hosts) or args.npus < 1:
         p.error("--hosts and --npus must be positive")
+    # The tiny model of the simulated fleet (not timed).
+    playbook = str(REPO / "playbooks" / "sim_model.yml")
+    model = sh([str(BIN / "ansible-playbook"), playbook], check=False)
+    if model.returncode != 0:
+        raise SystemExit(f"bench: playbooks/sim_model.yml failed: {model.stdout[-500:]}")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
         for n in args.hosts:
@@ -86,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: starting {n} simulated host(s)", file=sys.stderr, flush=True)
             fleet("up", prefix, n, inventory)
             try:
-                first, changed1, _ = deploy(inventory, args.npus, Path(tmp) / f"{prefix}-1.log")
-                second, changed2, _ = deploy(inventory, args.npus, Path(tmp) / f"{prefix}-2.log")
+                logs = [Path(tmp) / f"{prefix}-{i}.log" for i in (1, 2)]
+                first, changed1, _ = deploy(inventory, prefix, args.npus, logs[0])
+                second, changed2, _ = deploy(inventory, prefix, args.npus, logs[1])
             finally:
                 if not args.keep:
                     fleet("down", prefix, n, inventory)

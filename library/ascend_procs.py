@@ -35,6 +35,13 @@ options:
   npu_info:
     description: Parsed C(npu-smi info) (the C(ascend_npu.info) fact); without it NPUs are skipped.
     type: dict
+  npus:
+    description: >-
+      NPU ids the service will use; foreign processes that hold only other NPUs (and none of
+      C(ports)) are not reported. Empty means every NPU.
+    type: list
+    elements: int
+    default: []
   proc_root:
     description: procfs mount.
     type: path
@@ -87,7 +94,9 @@ foreign:
   type: list
   elements: dict
 others_used_mb:
-  description: Per NPU id, HBM in use by processes that are not ours (for planning).
+  description: >-
+    Per NPU id, HBM in use by processes that are not ours (for planning); with C(kill_foreign)
+    the foreign holders' memory is not counted either (it is freed before the service starts).
   returned: when npu_info is given
   type: dict
 stopped:
@@ -110,6 +119,13 @@ def _brief(entry: dict) -> dict:
     if entry.get("note"):
         out["note"] = entry["note"]
     return out
+
+
+def _in_our_way(entry: dict, npus: list[int]) -> bool:
+    """A holder of one of our ports, or of memory on one of our NPUs (all NPUs when unset)."""
+    if not npus or entry.get("port") is not None:
+        return True
+    return any(use.get("npu") in npus for use in entry.get("npus") or [])
 
 
 def collect(p: dict) -> dict:
@@ -137,7 +153,7 @@ def collect(p: dict) -> dict:
                 elif entry.get("npus") and not old.get("npus"):
                     old["npus"], old["memory_mb"] = entry["npus"], entry.get("memory_mb")
     managed = [e for e in merged.values() if e.get("managed")]
-    foreign = [e for e in merged.values() if not e.get("managed")]
+    foreign = [e for e in merged.values() if not e.get("managed") and _in_our_way(e, p["npus"])]
     stale = [e for e in managed if e.get("container_name") not in p["keep"]]
     result = {
         "managed": [_brief(e) for e in sorted(managed, key=lambda e: e["pid"])],
@@ -148,8 +164,9 @@ def collect(p: dict) -> dict:
         "_foreign_pids": sorted(e["pid"] for e in foreign),
     }
     if p["npu_info"]:
+        # Memory this run frees: ours, and foreign holders' when kill_foreign ends them.
         ours_mb: dict[int, int] = {}
-        for entry in managed:
+        for entry in managed + (foreign if p["kill_foreign"] else []):
             for use in entry.get("npus") or []:
                 if use.get("npu") is not None:
                     ours_mb[use["npu"]] = ours_mb.get(use["npu"], 0) + (use.get("memory_mb") or 0)
@@ -168,6 +185,7 @@ def main() -> None:
             "names": {"type": "list", "elements": "str", "required": True},
             "keep": {"type": "list", "elements": "str", "default": []},
             "npu_info": {"type": "dict"},
+            "npus": {"type": "list", "elements": "int", "default": []},
             "proc_root": {"type": "path", "default": "/proc"},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "kill_foreign": {"type": "bool", "default": False},

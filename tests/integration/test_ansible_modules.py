@@ -363,6 +363,47 @@ def test_procs_separates_ours_from_foreign_and_ends_only_stale_ones(tmp_path):
             p.wait()
 
 
+def test_procs_npu_holders_count_only_on_our_npus_and_kill_foreign_frees_memory(tmp_path):
+    """A foreign job on another NPU is not in our way; with kill_foreign its memory is plannable."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    on_ours, elsewhere = subprocess.Popen([*sleeper, "batch-a"]), subprocess.Popen(sleeper)
+    chips = [
+        {"npu": n, "chip": 0, "hbm_total_mb": 65536, "hbm_used_mb": u}
+        for n, u in [(2, 40000), (5, 9000)]
+    ]
+    procs = [
+        {"npu": 2, "chip": 0, "pid": on_ours.pid, "name": "python", "memory_mb": 39000},
+        {"npu": 5, "chip": 0, "pid": elsewhere.pid, "name": "python", "memory_mb": 8000},
+    ]
+    args = {
+        "names": ["qwen3", "qwen3-0"],
+        "npus": [2, 3],
+        "npu_info": {"chips": chips, "processes": procs},
+    }
+    try:
+        res = run(
+            tmp_path,
+            [
+                {"id": "list", "ascend_procs": args},
+                {
+                    "id": "opt_in",
+                    "ascend_procs": {**args, "kill_foreign": True},
+                    "check_mode": True,
+                },
+            ],
+        )
+        assert [h["pid"] for h in res["list"]["foreign"]] == [on_ours.pid]
+        assert res["list"]["others_used_mb"] == {"2": 40000, "5": 9000}
+        # Opted in: the job on NPU 2 will be ended, so only what no process claims stays in use.
+        assert res["opt_in"]["others_used_mb"]["2"] == 1000
+        assert res["opt_in"]["stopped"] == []  # state present: it lists, it never ends
+        assert on_ours.poll() is None and elsewhere.poll() is None
+    finally:
+        for p in (on_ours, elsewhere):
+            p.kill()
+            p.wait()
+
+
 # ----------------------------------------------------------------------------- health
 
 
