@@ -96,88 +96,18 @@ import os
 import tempfile
 
 from ansible.module_utils.ascend_deploy import compat
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError, CheckFailed, InputError
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
 
 
-def _describe_row(row: dict, p: dict) -> dict:
-    """A pinned row completed like compat.resolve completes its answer."""
-    hardware = p["hardware"]
-    row = dict(row)
-    row.update(
-        {
-            "hardware": hardware,
-            "cann": compat.row_cann(row, hardware),
-            "image": compat.image_for(row, hardware, p["os_variant"] or None, p["registry"]),
-            "pins": compat.pins(row),
-            "pip": compat.pip_command(row),
-        }
-    )
-    return row
-
-
-def _pinned(p: dict) -> dict:
-    row = compat.find_row(p["vllm_ascend"])
-    if row is None:
-        raise InputError(
-            f"vllm-ascend {p['vllm_ascend']} is not in the compatibility matrix; "
-            "pick a listed release (ascend-deploy compat) or unset the pin"
-        )
-    if not compat.hardware_support(row, p["hardware"])[0]:
-        raise CheckFailed(
-            f"vllm-ascend {row['vllm_ascend']} does not support hardware {p['hardware']} "
-            f"(it lists {', '.join(map(str, row.get('hardware') or []))}); pin another release"
-        )
-    return _describe_row(row, p)
-
-
-def _for_driver(p: dict) -> dict:
-    """Newest release whose CANN the host driver can run (container mode: CANN is in the image)."""
-    hardware, driver = p["hardware"], p["driver"]
-    rows = [r for r in compat.load_matrix() if compat.hardware_support(r, hardware)[0]]
-    if not p["allow_rc"]:
-        rows = [r for r in rows if not compat.is_prerelease(r["vllm_ascend"])]
-    rows.sort(key=lambda r: compat.version_key(r["vllm_ascend"]), reverse=True)
-    refused: list[str] = []
-    seen: set[str] = set()
-    for row in rows:
-        cann = compat.row_cann(row, hardware)
-        if cann in seen:
-            continue
-        seen.add(cann)
-        if driver and compat.driver_supports_cann(driver, cann) is False:
-            refused.append(f"{row['vllm_ascend']} (CANN {cann})")
-            continue
-        kwargs = {k: p[k] for k in ("python", "allow_rc", "registry")}
-        try:
-            found = compat.resolve(cann, hardware, os_variant=p["os_variant"] or None, **kwargs)
-        except CheckFailed:
-            continue
-        if refused:
-            found.setdefault("notes", []).append(
-                f"driver {driver} is too old for {', '.join(refused[:3])}; picked CANN {cann}"
-            )
-        found["skipped_for_driver"] = refused
-        return found
-    raise CheckFailed(
-        f"no vllm-ascend release for {hardware} runs on driver {driver}: "
-        f"{', '.join(refused) or 'none listed'}; upgrade the NPU driver and firmware"
-    )
-
-
 def _resolve(p: dict) -> dict:
+    where = {"os_variant": p["os_variant"] or None, "registry": p["registry"]}
     if p["vllm_ascend"]:
-        return _pinned(p)
+        return compat.resolve_pinned(p["vllm_ascend"], p["hardware"], **where)
+    options = {"python": p["python"], "allow_rc": p["allow_rc"], **where}
     if p["cann"]:
-        return compat.resolve(
-            p["cann"],
-            p["hardware"],
-            python=p["python"],
-            allow_rc=p["allow_rc"],
-            os_variant=p["os_variant"] or None,
-            registry=p["registry"],
-        )
-    return _for_driver(p)
+        return compat.resolve(p["cann"], p["hardware"], **options)
+    return compat.resolve_for_driver(p["driver"], p["hardware"], **options)
 
 
 def main() -> None:

@@ -553,3 +553,90 @@ def pairing_source(cann: str) -> str | None:
         if is_version(cann) and same_release(pairing["cann"], cann):
             return pairing["source"]
     return None
+
+
+def describe_row(
+    row: dict, hardware: str, os_variant: str | None = None, registry: str = DEFAULT_REGISTRY
+) -> dict:
+    """A matrix row completed like ``resolve`` completes its answer (CANN, image, pins)."""
+    out = dict(row)
+    out.update(
+        {
+            "hardware": hardware,
+            "cann": row_cann(row, hardware),
+            "image": image_for(row, hardware, os_variant, registry),
+            "pins": pins(row),
+            "pip": pip_command(row),
+        }
+    )
+    return out
+
+
+def resolve_pinned(
+    vllm_ascend: str,
+    hardware: str = "a2",
+    os_variant: str | None = None,
+    registry: str = DEFAULT_REGISTRY,
+) -> dict:
+    """The row of an operator-pinned vllm-ascend release, refused when it lacks the hardware."""
+    row = find_row(vllm_ascend)
+    if row is None:
+        raise InputError(
+            f"vllm-ascend {vllm_ascend} is not in the compatibility matrix; "
+            "pick a listed release (ascend-deploy compat) or unset the pin"
+        )
+    if not hardware_support(row, hardware)[0]:
+        raise CheckFailed(
+            f"vllm-ascend {row['vllm_ascend']} does not support hardware {hardware} "
+            f"(it lists {', '.join(map(str, row.get('hardware') or []))}); pin another release"
+        )
+    return describe_row(row, hardware, os_variant, registry)
+
+
+def resolve_for_driver(
+    driver: str | None,
+    hardware: str = "a2",
+    python: str | None = None,
+    allow_rc: bool = False,
+    os_variant: str | None = None,
+    registry: str = DEFAULT_REGISTRY,
+) -> dict:
+    """Newest release whose CANN the host's NPU driver can run (container mode: CANN is in
+    the image). Releases skipped for the driver are listed in ``skipped_for_driver``; none
+    runnable is CheckFailed telling the operator to upgrade the driver and firmware.
+    """
+    rows = [r for r in load_matrix() if hardware_support(r, hardware)[0]]
+    if not allow_rc:
+        rows = [r for r in rows if not is_prerelease(r["vllm_ascend"])]
+    rows.sort(key=lambda r: version_key(r["vllm_ascend"]), reverse=True)
+    refused: list[str] = []
+    seen: set[str] = set()
+    for row in rows:
+        cann = row_cann(row, hardware)
+        if cann in seen:
+            continue
+        seen.add(cann)
+        if driver and driver_supports_cann(driver, cann) is False:
+            refused.append(f"{row['vllm_ascend']} (CANN {cann})")
+            continue
+        try:
+            found = resolve(
+                cann,
+                hardware,
+                python=python,
+                allow_rc=allow_rc,
+                os_variant=os_variant,
+                registry=registry,
+            )
+        except CheckFailed:
+            continue
+        if refused:
+            found.setdefault("notes", []).append(
+                f"driver {driver} is too old for {', '.join(refused[:3])}; picked CANN {cann}"
+            )
+        found["skipped_for_driver"] = refused
+        return found
+    raise CheckFailed(
+        f"no vllm-ascend release for {hardware} runs on driver {driver}: "
+        f"{', '.join(refused) or 'none listed'}; upgrade the NPU driver and firmware"
+    )

@@ -177,6 +177,47 @@ def test_resolve_bad_input(kwargs, message):
         compat.resolve(**kwargs)
 
 
+# ----------------------------------------------------------------------------- by driver / pinned
+
+
+def test_for_driver_picks_the_newest_release_whose_cann_the_driver_runs():
+    newest = compat.resolve_for_driver(None, "a2")
+    old = compat.resolve_for_driver("24.1.rc3", "a2")
+    assert old["vllm_ascend"] != newest["vllm_ascend"]
+    # Every release skipped is newer and needs a CANN this driver is known not to run.
+    for skipped in old["skipped_for_driver"]:
+        tag, cann = skipped.split(" (CANN ")
+        assert compat.driver_supports_cann("24.1.rc3", cann.rstrip(")")) is False
+        assert compat.version_key(tag) > compat.version_key(old["vllm_ascend"])
+    assert compat.driver_supports_cann("24.1.rc3", old["cann"]) is not False
+    assert any("driver 24.1.rc3 is too old" in n for n in old["notes"])
+    assert old["image"].startswith("quay.io/ascend/vllm-ascend:")
+
+
+def test_for_driver_too_old_for_every_release_says_upgrade(monkeypatch):
+    monkeypatch.setattr(compat, "driver_supports_cann", lambda driver, cann: False)
+    with pytest.raises(CheckFailed, match=r"runs on driver 1\.0\.0: .*upgrade the NPU driver"):
+        compat.resolve_for_driver("1.0.0", "a2")
+
+
+def test_pinned_release_is_described_or_refused():
+    row = compat.resolve_pinned("v0.11.0", "a2")
+    assert (row["vllm_ascend"], row["hardware"]) == ("v0.11.0", "a2")
+    assert row["image"].endswith(":v0.11.0") and row["pins"]["vllm_ascend"]
+    with pytest.raises(InputError, match=r"v9\.9\.9 is not in the compatibility matrix"):
+        compat.resolve_pinned("v9.9.9")
+
+
+def test_cli_resolve_by_driver_and_pin(capsys):
+    assert main(["compat", "resolve", "--driver", "24.1.rc3", "--json"]) == 0
+    by_driver = json.loads(capsys.readouterr().out)
+    assert by_driver == compat.resolve_for_driver("24.1.rc3", "a2")
+    assert main(["compat", "resolve", "--vllm-ascend", "v0.11.0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["vllm_ascend"] == "v0.11.0"
+    with pytest.raises(SystemExit):  # exactly one of --cann / --driver / --vllm-ascend
+        main(["compat", "resolve", "--cann", "8.5.0", "--driver", "25.2.0"])
+
+
 # ----------------------------------------------------------------------------- check
 
 

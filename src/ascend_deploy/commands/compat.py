@@ -21,11 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     res = actions.add_parser(
         "resolve",
-        help="the vllm-ascend / vllm / torch / torch_npu set and image for a CANN version",
-        description="Pick one row of the compatibility matrix. Final releases win over "
-        "release candidates; RCs only with --allow-rc when no final release matches.",
+        help="the vllm-ascend / vllm / torch / torch_npu set and image for a CANN version, "
+        "a host's NPU driver, or a pinned release",
+        description="Pick one row of the compatibility matrix for --cann (host mode: CANN "
+        "installed on the host), --driver (container mode: the newest release whose CANN the "
+        "driver runs) or --vllm-ascend (a pin). Final releases win over release candidates; "
+        "RCs only with --allow-rc when no final release matches.",
     )
-    res.add_argument("--cann", required=True, metavar="VER", help="CANN version, e.g. 8.5.0")
+    which = res.add_mutually_exclusive_group(required=True)
+    which.add_argument("--cann", metavar="VER", help="CANN version, e.g. 8.5.0")
+    which.add_argument("--driver", metavar="VER", help="NPU driver version, e.g. 25.2.0")
+    which.add_argument("--vllm-ascend", metavar="VER", help="a pinned release, e.g. v0.11.0")
     res.add_argument("--hardware", default="a2", choices=compat.HARDWARE, help="default a2")
     res.add_argument("--python", metavar="X.Y", help="only rows supporting this Python")
     res.add_argument("--allow-rc", action="store_true", help="accept release candidates")
@@ -91,14 +97,14 @@ def render_findings(result: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "resolve":
-        row = compat.resolve(
-            args.cann,
-            args.hardware,
-            python=args.python,
-            allow_rc=args.allow_rc,
-            os_variant=args.os_variant,
-            registry=args.registry,
-        )
+        where = {"os_variant": args.os_variant, "registry": args.registry}
+        options = {"python": args.python, "allow_rc": args.allow_rc, **where}
+        if args.vllm_ascend:
+            row = compat.resolve_pinned(args.vllm_ascend, args.hardware, **where)
+        elif args.driver:
+            row = compat.resolve_for_driver(args.driver, args.hardware, **options)
+        else:
+            row = compat.resolve(args.cann, args.hardware, **options)
         emit(row, args.json, render_row)
         return 0
     flags = {key: getattr(args, key) for key, _flag in _FLAG_PACKAGES}
