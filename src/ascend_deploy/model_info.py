@@ -23,6 +23,8 @@ SCALE_SUFFIX = "_scale_inv"
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 # Names some configs use instead of max_position_embeddings.
 _POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
+# RoPE types whose ``factor`` does not lengthen the context vLLM derives (see context_limit).
+_ROPE_TYPES_KEEPING_LENGTH = ("su", "longrope", "llama3")
 
 
 def _arch_section(config: dict, path: str) -> dict:
@@ -79,12 +81,15 @@ def read_architecture(config: dict, path: str = "config.json") -> dict:
             f"{path}: num_attention_heads {heads} is not a multiple of "
             f"num_key_value_heads {kv_heads}"
         )
+    model_type = config.get("model_type", sec.get("model_type"))
+    if not isinstance(model_type, str):
+        model_type = None
+    limit, rope, limit_source = context_limit(sec, max_pos, model_type, path)
     dtype = sec.get("torch_dtype", sec.get("dtype", config.get("torch_dtype", "bfloat16")))
     if not isinstance(dtype, str):
         raise InputError(f"{path}: 'torch_dtype' must be a string, got {dtype!r}")
-    model_type = config.get("model_type", sec.get("model_type"))
     return {
-        "model_type": model_type if isinstance(model_type, str) else None,
+        "model_type": model_type,
         "architectures": config.get("architectures")
         if isinstance(config.get("architectures"), list)
         else [],
@@ -96,11 +101,96 @@ def read_architecture(config: dict, path: str = "config.json") -> dict:
         "intermediate_size": _positive_int(sec, "intermediate_size", path, required=False),
         "vocab_size": vocab,
         "max_position_embeddings": max_pos,
+        "max_model_len_limit": limit,
+        "max_model_len_source": limit_source,
+        "rope_scaling": rope,
         "torch_dtype": dtype,
         "tie_word_embeddings": bool(
             sec.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
         ),
     }
+
+
+def _rope_entries(sec: dict, path: str) -> list[dict]:
+    """The RoPE parameter dicts of a config: ``rope_scaling`` (transformers 4.x) or
+    ``rope_parameters`` (transformers 5, possibly one dict per layer type)."""
+    raw = sec.get("rope_parameters")
+    key = "rope_parameters"
+    if raw is None:
+        raw, key = sec.get("rope_scaling"), "rope_scaling"
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: '{key}' must be an object or null, got {raw!r}")
+    if raw and all(isinstance(v, dict) for v in raw.values()):
+        entries = list(raw.values())  # {"full_attention": {...}, "sliding_attention": {...}}
+    else:
+        entries = [raw]
+    for entry in entries:
+        factor = entry.get("factor")
+        if factor is not None and (
+            isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0
+        ):
+            raise InputError(f"{path}: {key}.factor must be a positive number, got {factor!r}")
+        orig = entry.get("original_max_position_embeddings")
+        if orig is not None and (isinstance(orig, bool) or not isinstance(orig, int) or orig <= 0):
+            raise InputError(
+                f"{path}: {key}.original_max_position_embeddings must be a positive integer, "
+                f"got {orig!r}"
+            )
+    return entries
+
+
+def context_limit(
+    sec: dict, max_pos: int, model_type: str | None, path: str = "config.json"
+) -> tuple[int, dict | None, str]:
+    """The longest max_model_len vLLM accepts for this config, the RoPE scaling that set it
+    and a description of where the number comes from.
+
+    vLLM's rule (``_get_and_verify_max_len`` in vllm/config/model.py; read at vllm-project/vllm
+    commit 0052a5b818980ce8a0477706aaf9f75bd5af72cd, the same in vllm/config.py of earlier
+    releases): start from the config's position limit; when the model has RoPE scaling and
+    its model_type is not Gemma3 (whose limit already includes it), every rope_type except
+    ``su``, ``longrope`` and ``llama3`` multiplies the limit by its ``factor`` (none: 1),
+    and ``yarn`` first replaces the limit by its ``original_max_position_embeddings``. A
+    ``--max-model-len`` above the result is refused ("User-specified max_model_len ... is
+    greater than the derived max_model_len"). Qwen3 dense models have
+    max_position_embeddings 40960; their model cards enable YaRN with factor 4.0 and
+    original_max_position_embeddings 32768, which vLLM turns into 32768 x 4 = 131072 tokens.
+    A yarn entry without original_max_position_embeddings starts from the position limit
+    (transformers' own default for YaRN). The ``type`` key is read as ``rope_type``, as
+    vLLM's config patching does.
+    """
+    base_source = f"max_position_embeddings {max_pos}"
+    entries = _rope_entries(sec, path)
+    if not entries or (model_type is not None and "gemma3" in model_type):
+        return max_pos, None, base_source
+    derived: float = max_pos
+    factor: float = 1.0
+    chosen: dict | None = None
+    for entry in entries:
+        rope_type = str(entry.get("rope_type", entry.get("type", "default")))
+        if rope_type in _ROPE_TYPES_KEEPING_LENGTH:
+            continue
+        factor = entry.get("factor", factor)
+        if rope_type == "yarn":
+            derived = entry.get("original_max_position_embeddings") or max_pos
+        chosen = {
+            "rope_type": rope_type,
+            "factor": factor,
+            "original_max_position_embeddings": entry.get("original_max_position_embeddings"),
+        }
+    if chosen is None or (factor == 1.0 and derived == max_pos):
+        return max_pos, None, base_source
+    limit = int(derived * factor)
+    if chosen["rope_type"] == "yarn":
+        source = (
+            f"rope_scaling yarn: original_max_position_embeddings {int(derived)} x factor "
+            f"{factor:g}; max_position_embeddings {max_pos}"
+        )
+    else:
+        source = f"rope_scaling {chosen['rope_type']}: {base_source} x factor {factor:g}"
+    return limit, chosen, source
 
 
 def kv_bytes_per_token(arch: dict, kv_dtype_bytes: int = 2) -> int:

@@ -176,7 +176,7 @@ def _size(
     """
     budget = mm.budget(facts, hbm_total_mb, hbm_used_mb, util, tp, enforce_eager, max_num_seqs)
     cap = budget["kv_capacity_tokens"]
-    max_pos = facts["max_position_embeddings"]
+    max_pos = facts["max_model_len_limit"]  # max_position_embeddings, RoPE scaling applied
     reasons: list[str] = []
     length = max_model_len if max_model_len is not None else max_pos
     seqs = max_num_seqs
@@ -350,12 +350,20 @@ def make_plan(
         enforce_eager = True
         notes.append(f"{hw['name']} runs in eager mode only: --enforce-eager added")
 
-    max_pos = facts["max_position_embeddings"]
+    # The model's context limit as vLLM derives it (model_info.context_limit): the position
+    # limit, times the RoPE scaling factor (YaRN: original_max_position_embeddings x factor).
+    max_pos = facts["max_model_len_limit"]
     if max_model_len is not None and max_model_len > max_pos:
+        yarn_hint = (
+            "; Qwen3 reaches 131072 with YaRN (rope_scaling rope_type yarn, factor 4.0, "
+            "original_max_position_embeddings 32768 in config.json)"
+            if facts["rope_scaling"] is None and facts["model_type"] == "qwen3"
+            else ""
+        )
         raise CheckFailed(
-            f"--max-model-len {max_model_len} is larger than the model's "
-            f"max_position_embeddings {max_pos} ({os.path.join(model_dir, 'config.json')}); "
-            f"use {max_pos} or less"
+            f"--max-model-len {max_model_len} is larger than the model's limit {max_pos} "
+            f"({facts['max_model_len_source']}; {os.path.join(model_dir, 'config.json')}); "
+            f"vLLM would refuse it. Use {max_pos} or less{yarn_hint}"
         )
 
     heads, kv_heads = facts["num_attention_heads"], facts["num_key_value_heads"]
@@ -393,9 +401,33 @@ def make_plan(
         chosen = attempts[-1]
         larger = [t for t in valid if t > npus]
         if tp is None and larger:
+            # Name the smallest larger TP that would fit: the concrete "use more NPUs".
+            fits = None
+            for t in larger:
+                trial = _size(
+                    facts,
+                    t,
+                    mm,
+                    hbm_total_mb,
+                    hbm_used_mb,
+                    gpu_memory_utilization,
+                    enforce_eager,
+                    max_model_len,
+                    max_num_seqs,
+                )
+                if not trial["reasons"]:
+                    fits = trial
+                    break
             chosen["reasons"].append(
                 f"no TP up to {npus} NPU(s) fits; valid larger sizes need more NPUs: "
                 f"{', '.join(map(str, larger))}"
+                + (
+                    f" (TP {fits['tp']} on {fits['tp']} NPUs fits: its KV cache holds "
+                    f"{fits['budget']['kv_capacity_tokens']} tokens, max_model_len "
+                    f"{fits['max_model_len']})"
+                    if fits
+                    else " (none of them fits either)"
+                )
             )
     t = chosen["tp"]
     replicas = npus // t
@@ -533,6 +565,7 @@ def describe(plan: dict) -> str:
         f"model      {plan['model_dir']} ({m['model_type']}, {m['num_hidden_layers']} layers, "
         f"{m['num_attention_heads']}/{m['num_key_value_heads']} heads, head_dim {m['head_dim']}, "
         f"max_position_embeddings {m['max_position_embeddings']})",
+        f"context    limit {m['max_model_len_limit']} tokens ({m['max_model_len_source']})",
         f"quant      {m['quant_method'] or 'none'}"
         + (f", block {m['weight_block_size']}" if m["weight_block_size"] else ""),
         f"weights    {m['weight_bytes_on_disk']:,} bytes on disk ({m['tensor_count']} tensors), "

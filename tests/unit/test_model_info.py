@@ -180,3 +180,126 @@ def test_missing_directory(tmp_path):
     with pytest.raises(InputError, match="model directory not found"):
         inspect_model(str(tmp_path / "nope"))
     shutil.rmtree(tmp_path)
+
+
+# ---- context limit: vLLM's derived max_model_len with RoPE scaling ----
+
+# Qwen3 model cards: enable YaRN for up to 131,072 tokens with this rope_scaling.
+QWEN3_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+
+
+def test_qwen3_without_rope_scaling_is_limited_by_max_position_embeddings():
+    arch = read_architecture(QWEN3_ARCHS["qwen3-8b"])
+    assert arch["rope_scaling"] is None
+    assert arch["max_model_len_limit"] == arch["max_position_embeddings"] == 40960
+    assert arch["max_model_len_source"] == "max_position_embeddings 40960"
+
+
+def test_qwen3_8b_with_yarn_on_disk(tmp_path):
+    write_checkpoint(str(tmp_path), "qwen3-8b", fp8=False, data="sparse")
+    _set_config(tmp_path, lambda c: c.update(rope_scaling=dict(QWEN3_YARN)))
+    facts = inspect_model(str(tmp_path))
+    # vLLM: yarn replaces the limit by original_max_position_embeddings, then x factor.
+    assert facts["max_model_len_limit"] == 32768 * 4 == 131072
+    assert facts["max_position_embeddings"] == 40960  # unchanged: the raw config field
+    assert facts["rope_scaling"] == QWEN3_YARN
+    assert facts["max_model_len_source"] == (
+        "rope_scaling yarn: original_max_position_embeddings 32768 x factor 4; "
+        "max_position_embeddings 40960"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "limit"),
+    [
+        # Qwen2.5-7B-Instruct model card, YaRN: 32768 x 4.
+        ({"max_position_embeddings": 32768, "rope_scaling": dict(QWEN3_YARN)}, 131072),
+        # Older configs name the type "type" (vLLM reads it as rope_type).
+        (
+            {
+                "rope_scaling": {
+                    "type": "yarn",
+                    "factor": 2.0,
+                    "original_max_position_embeddings": 32768,
+                }
+            },
+            65536,
+        ),
+        # linear and dynamic multiply the position limit.
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 81920),
+        ({"rope_scaling": {"type": "dynamic", "factor": 1.5}}, 61440),
+        # Llama-3.1 (llama3) and Phi-3 128k (longrope, or its old name su): the config's
+        # max_position_embeddings is already the extended length; vLLM does not scale it.
+        (
+            {
+                "max_position_embeddings": 131072,
+                "rope_scaling": {
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                },
+            },
+            131072,
+        ),
+        (
+            {
+                "max_position_embeddings": 131072,
+                "rope_scaling": {
+                    "type": "longrope",
+                    "long_factor": [1.0],
+                    "short_factor": [1.0],
+                },
+            },
+            131072,
+        ),
+        ({"max_position_embeddings": 131072, "rope_scaling": {"type": "su"}}, 131072),
+        # transformers 5: rope_parameters, "default" carries no factor.
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}, 40960),
+        ({"rope_parameters": {"rope_theta": 1000000.0, **QWEN3_YARN}}, 131072),
+        # ... or one dict per layer type.
+        (
+            {
+                "rope_parameters": {
+                    "full_attention": {"rope_theta": 1000000.0, **QWEN3_YARN},
+                    "sliding_attention": {"rope_theta": 10000.0, **QWEN3_YARN},
+                }
+            },
+            131072,
+        ),
+        # Gemma 3: max_position_embeddings 131072 already includes its linear factor 8.
+        (
+            {
+                "model_type": "gemma3_text",
+                "max_position_embeddings": 131072,
+                "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+            },
+            131072,
+        ),
+        # YaRN without original_max_position_embeddings starts from the position limit.
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 2.0}}, 81920),
+    ],
+)
+def test_rope_scaling_rule(fields, limit):
+    cfg = dict(QWEN3_ARCHS["qwen3-4b"])
+    cfg.update(fields)
+    assert read_architecture(cfg)["max_model_len_limit"] == limit
+
+
+@pytest.mark.parametrize(
+    ("rope", "message"),
+    [
+        ("yarn", r"'rope_scaling' must be an object or null, got 'yarn'"),
+        ({"rope_type": "yarn", "factor": "4"}, r"rope_scaling\.factor must be a positive number"),
+        ({"rope_type": "linear", "factor": 0}, r"rope_scaling\.factor must be a positive number"),
+        (
+            {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768.5},
+            r"original_max_position_embeddings must be a positive integer",
+        ),
+    ],
+)
+def test_bad_rope_scaling_is_named(rope, message):
+    cfg = dict(QWEN3_ARCHS["qwen3-4b"], rope_scaling=rope)
+    with pytest.raises(InputError, match=message):
+        read_architecture(cfg, "m/config.json")

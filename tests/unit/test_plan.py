@@ -119,7 +119,9 @@ def test_fp8_14b_fits_a_64gb_card_but_not_a_32gb_card(models):
         "weights need 28169 MB per NPU at TP 1 but only 26491 MB of HBM are free"
         in (small["reasons"][0])
     )
-    assert "valid larger sizes need more NPUs: 2, 4, 8" in small["reasons"][1]
+    assert (
+        "valid larger sizes need more NPUs: 2, 4, 8 (TP 2 on 2 NPUs fits: " in small["reasons"][1]
+    )
     two = make_plan(models["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000, npus=2)
     assert two["feasible"] and two["tp"] == 2 and two["replicas"] == 1
     assert two["env"]["HCCL_OP_EXPANSION_MODE"] == "AIV"
@@ -159,6 +161,69 @@ def test_pinned_max_model_len_that_does_not_fit_fails_with_numbers(models):
     assert f"lower --max-model-len to {cap} or less" in reason
 
 
+@pytest.fixture(scope="module")
+def qwen3_8b_yarn(tmp_path_factory):
+    """Qwen3-8B BF16 with YaRN enabled as its model card says (up to 131072 tokens)."""
+    d = tmp_path_factory.mktemp("models") / "Qwen3-8B-yarn"
+    write_checkpoint(str(d), "qwen3-8b", fp8=False, data="sparse")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["rope_scaling"] = {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 32768,
+    }
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+def test_yarn_lifts_the_limit_and_a_32gb_card_lowers_to_its_kv_capacity(qwen3_8b_yarn):
+    plan = make_plan(qwen3_8b_yarn, hbm_total_mb=GB32, hbm_used_mb=3200)
+    assert plan["feasible"]
+    assert plan["model"]["max_model_len_limit"] == 131072
+    cap = plan["kv_capacity_tokens"]
+    # More than Qwen3's own 40960 (YaRN), less than 131072 (the card).
+    assert 40960 < cap < 131072
+    assert plan["max_model_len"] == cap
+    assert f"max_model_len lowered from the model's 131072 to {cap} tokens" in plan["notes"][0]
+    assert flag(plan["argv"], "--max-model-len") == str(cap)
+    mem = plan["memory"]
+    assert cap == (mem["kv_budget_mb"] * 2**20 // (147_456 * 128)) * 128
+
+
+def test_yarn_context_pinned_on_one_32gb_card_is_refused_with_numbers(qwen3_8b_yarn):
+    cap = make_plan(qwen3_8b_yarn, hbm_total_mb=GB32, hbm_used_mb=3200)["kv_capacity_tokens"]
+    plan = make_plan(qwen3_8b_yarn, hbm_total_mb=GB32, hbm_used_mb=3200, max_model_len=131072)
+    assert not plan["feasible"]
+    first, second = plan["reasons"]
+    assert first.startswith(
+        f"--max-model-len 131072 does not fit: the KV cache holds {cap} tokens ("
+    )
+    assert f"lower --max-model-len to {cap} or less, or use more NPUs" in first
+    two = make_plan(
+        qwen3_8b_yarn, hbm_total_mb=GB32, hbm_used_mb=3200, npus=2, max_model_len=131072
+    )
+    assert two["feasible"] and two["tp"] == 2 and two["max_model_len"] == 131072
+    assert (
+        "valid larger sizes need more NPUs: 2, 4, 8 (TP 2 on 2 NPUs fits: its KV cache " in second
+    )
+    assert f"holds {two['kv_capacity_tokens']} tokens, max_model_len 131072)" in second
+
+
+def test_pinned_context_above_the_yarn_limit_and_the_yarn_hint(qwen3_8b_yarn, models):
+    with pytest.raises(CheckFailed) as err:
+        make_plan(qwen3_8b_yarn, hbm_total_mb=GB64, npus=8, max_model_len=262144)
+    msg = str(err.value)
+    assert "--max-model-len 262144 is larger than the model's limit 131072" in msg
+    assert "rope_scaling yarn: original_max_position_embeddings 32768 x factor 4" in msg
+    assert "Use 131072 or less" in msg and "Qwen3 reaches" not in msg
+    with pytest.raises(CheckFailed) as err:
+        make_plan(models["4b-fp8"], hbm_total_mb=GB64, max_model_len=131072)
+    assert "limit 40960 (max_position_embeddings 40960;" in str(err.value)
+    assert "Qwen3 reaches 131072 with YaRN (rope_scaling rope_type yarn, factor 4.0" in str(
+        err.value
+    )
+
+
 def test_pinned_max_num_seqs_beyond_capacity(models):
     plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=256)
     assert not plan["feasible"]
@@ -170,6 +235,11 @@ def test_pinned_max_num_seqs_beyond_capacity(models):
 def test_no_room_at_all(models):
     plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=20000)
     assert not plan["feasible"]
+    assert "(TP 2 on 2 NPUs fits: its KV cache holds " in plan["reasons"][-1]
+    full = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=28000)
+    assert full["reasons"][-1].endswith(
+        "valid larger sizes need more NPUs: 2, 4, 8 (none of them fits either)"
+    )
     assert (
         "no HBM left for the KV cache" in plan["reasons"][0]
         or "weights need" in (plan["reasons"][0])
@@ -523,3 +593,17 @@ def test_cli_truncated_shard_exit_2_in_a_real_process(tmp_path):
     assert proc.stdout == ""
     assert "model-00001-of-00001.safetensors" in proc.stderr and "truncated" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_cli_yarn_context_on_a_32gb_card(qwen3_8b_yarn, capsys):
+    common = ["--model-dir", qwen3_8b_yarn, "--hbm-total-mb", "32768", "--hardware", "a2"]
+    common += ["--vllm-ascend", "v0.23.0"]
+    code, out, _ = run_cli(capsys, *common, "--max-model-len", "131072")
+    assert code == 1
+    assert "context    limit 131072 tokens (rope_scaling yarn" in out
+    cap = int(out.split("the KV cache holds ")[1].split()[0])
+    assert f"lower --max-model-len to {cap} or less, or use more NPUs" in out
+    code, out, _ = run_cli(capsys, *common, "--json")
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["max_model_len"] == plan["kv_capacity_tokens"] == cap

@@ -348,6 +348,31 @@ def test_max_model_len_above_model_limit(tmp_path, q4b):
     assert "(max_position_embeddings=40960 " in res.stderr
 
 
+def test_yarn_raises_the_model_limit_as_vllm_derives_it(tmp_path):
+    """Qwen3 with YaRN (factor 4, original 32768): vLLM accepts up to 131072 tokens."""
+    d = tmp_path / "Qwen3-4B-yarn"
+    write_checkpoint(str(d), arch="qwen3-4b", fp8=False, data="sparse")
+    _add_tokenizer(str(d))
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["rope_scaling"] = {
+        "rope_type": "yarn",
+        "factor": 4.0,
+        "original_max_position_embeddings": 32768,
+    }
+    (d / "config.json").write_text(json.dumps(cfg))
+    env = sandbox(tmp_path, state=_state(32768))
+    res = run(serve_args(str(d), "--max-model-len", "140000"), env)
+    assert res.returncode == 1
+    assert "User-specified max_model_len (140000) is greater than the derived" in res.stderr
+    assert "(max_position_embeddings=131072 " in res.stderr
+    # Above max_position_embeddings 40960 but within the YaRN limit: the model check passes
+    # and start-up goes on to the KV-cache check (a 32 GB card does not hold 131072 tokens).
+    res = run(serve_args(str(d), "--max-model-len", "131072"), env)
+    assert res.returncode == 1
+    assert "is greater than the derived" not in res.stderr
+    assert "To serve at least one request with the models's max seq len (131072)" in res.stderr
+
+
 def test_memory_held_by_another_process_reduces_kv_and_is_registered(tmp_path, q4b):
     env = sandbox(tmp_path)
     procs_dir = os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ascend_deploy.errors import AscendDeployError, InputError
 from ascend_deploy.model_files import MODELSLIM_DESCRIPTION, load_config
+from ascend_deploy.model_info import context_limit
 
 from . import device
 from . import messages as M
@@ -287,6 +288,15 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         derived = int(config.get("max_position_embeddings") or 0) or 2048
     except (TypeError, ValueError):
         raise InputError(f"{model}: config.json max_position_embeddings is not a number") from None
+    # vLLM's _get_and_verify_max_len applies RoPE scaling (YaRN: original length x factor);
+    # the planner uses the same rule (ascend_deploy.model_info.context_limit).
+    model_type = config.get("model_type")
+    derived = context_limit(
+        config,
+        derived,
+        model_type if isinstance(model_type, str) else None,
+        os.path.join(model, "config.json"),
+    )[0]
     if args.max_model_len and args.max_model_len > derived:
         _fail_api(log, [M.MAX_LEN_ABOVE_DERIVED.format(user=args.max_model_len, derived=derived)])
     max_model_len = args.max_model_len or derived
