@@ -6,7 +6,9 @@ One run generates a synthetic checkpoint with the exact Qwen3-4B-FP8 layout
 each in a fresh subprocess, wall time, peak RSS (``ru_maxrss``) and peak anonymous memory
 (``RssAnon`` sampled from /proc every 20 ms) of:
 
-* ``converter``: ``ascend_deploy.fp8.convert.convert_checkpoint`` (streaming, threads);
+* ``converter``: ``ascend_deploy.fp8.convert.convert_checkpoint`` (streaming; worker
+  threads gather each chunk of rows from per-tile BF16 tables, hash the source between
+  the tensors and start the writeback of every finished tensor at once);
 * ``baseline``: the common approach - per shard ``safetensors.torch.load_file``,
   dequantize in torch (``w.float() * scale.repeat_interleave(...)`` -> bf16),
   ``save_file``;

@@ -138,6 +138,61 @@ def test_copy_without_copy_file_range_gives_the_same_output(tmp_path, monkeypatc
         ).read_bytes()
 
 
+def test_small_chunks_without_early_writeback_give_the_same_output(tmp_path, monkeypatch):
+    import ascend_deploy.fp8.convert as convert_mod
+    import ascend_deploy.fp8.dequant as dequant
+
+    src = fp8_template("BF16")
+    convert_checkpoint(src, str(tmp_path / "default"))
+    monkeypatch.setattr(dequant, "CHUNK_ELEMENTS", 1000)  # 3-row chunks, across tile rows
+    monkeypatch.setattr(convert_mod, "_writeback", None)  # no sync_file_range
+    convert_checkpoint(src, str(tmp_path / "small"), verify=True)
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        want = (tmp_path / "default" / name).read_bytes()
+        assert (tmp_path / "small" / name).read_bytes() == want
+
+
+def test_every_tensor_byte_is_handed_to_writeback_early(tmp_path, monkeypatch):
+    import ascend_deploy.fp8.convert as convert_mod
+
+    if convert_mod._writeback is None:
+        pytest.skip("no sync_file_range here")
+    ranges: dict[str, list[tuple[int, int]]] = {}
+
+    def record(fd, offset, nbytes, flags):
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        ranges.setdefault(name, []).append((offset, offset + nbytes))
+        return 0
+
+    monkeypatch.setattr(convert_mod, "_writeback", record)
+    convert_checkpoint(fp8_template(), str(tmp_path / "bf16"))
+    for sp in plan_conversion(fp8_template()).shards:
+        end = len(sp.header)  # the header is written (and fsynced) separately
+        for begin, stop in sorted(ranges[sp.name]):
+            assert begin <= end, (sp.name, begin, end)
+            end = max(end, stop)
+        assert end == sp.out_size == os.path.getsize(tmp_path / "bf16" / sp.name)
+
+
+def test_source_hashes_run_between_the_tensors(tmp_path):
+    import threading
+
+    from ascend_deploy.fp8.convert import _hash, _schedule, _Stopped
+
+    src = copy_model(fp8_template(), str(tmp_path / "fp8"))
+    plan = plan_conversion(src)
+    tasks = _schedule(plan, {n: os.path.getsize(os.path.join(src, n)) for n in plan.source_files})
+    jobs = [t for t in tasks if not isinstance(t, str)]
+    assert jobs == [job for sp in plan.shards for job in sp.jobs]  # file order kept
+    assert sorted(t for t in tasks if isinstance(t, str)) == plan.source_files
+    shards = [tasks.index(name) for name in plan.layout.shards]
+    assert min(shards) > 0 and max(shards) < len(tasks) - 1  # neither first nor last
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(_Stopped):  # an interrupted run does not finish a big hash
+        _hash(src, plan.layout.shards[0], stop)
+
+
 def test_second_run_changes_nothing_and_changed_source_is_reconverted(tmp_path):
     src = copy_model(fp8_template(), str(tmp_path / "fp8"))
     dst = str(tmp_path / "bf16")

@@ -99,3 +99,23 @@ def test_count_nan_codes():
     codes[3, 4] = 0xFF
     codes[0, 0] = 0x7E  # 448 is not NaN
     assert count_nan_codes(codes) == 2
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "block", "chunk"),
+    [
+        (300, 200, (128, 128), 7 * 200),  # 7-row chunks: tile rows end mid-chunk
+        (77, 50, (128, 128), 1),  # one row per chunk
+        (5, 300, (2, 1), 1 << 16),  # 300 tiles a row: the table needs a wide index
+    ],
+)
+def test_chunked_gather_matches_torch(monkeypatch, rows, cols, block, chunk):
+    import ascend_deploy.fp8.dequant as dequant
+
+    monkeypatch.setattr(dequant, "CHUNK_ELEMENTS", chunk)
+    rng = np.random.default_rng(rows + cols)
+    codes = random_codes(rng, (rows, cols))
+    grid = (math.ceil(rows / block[0]), math.ceil(cols / block[1]))
+    scales = random_scales(rng, grid, "BF16")
+    got = dequantize_block(codes, scales.astype(np.float32), block)
+    assert np.array_equal(got.view(np.int16), torch_reference(codes, scales, block))

@@ -3,13 +3,16 @@
 Pipeline: plan from the headers (``plan``), check DST and free space, write into a
 temporary sibling directory, dequantize FP8 weights tile row by tile row from a memory
 map (``dequant``) and copy every other tensor with ``copy_file_range`` at precomputed
-offsets from a thread pool, fsync, optionally verify, then rename into place. Any error,
-Ctrl-C or SIGTERM removes the temporary directory; SRC is only ever opened read-only.
+offsets from a thread pool (the source sha256s for the manifest run in the same pool,
+between the tensors), start writeback of each finished range at once, fsync, optionally
+verify, then rename into place. Any error, Ctrl-C or SIGTERM removes the temporary
+directory; SRC is only ever opened read-only.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import mmap
 import os
@@ -26,12 +29,13 @@ from typing import Any
 from ..errors import AscendDeployError, CheckFailed, InputError
 from ..model_files import INDEX_NAME
 from .files import MANIFEST_NAME, copy_file
-from .manifest import build_manifest, dst_state, sha256_file, stat_entry
+from .manifest import build_manifest, dst_state, stat_entry
 from .plan import ConversionPlan, TensorJob, plan_conversion
 
 ProgressFn = Callable[[int, int], None]
 COPY_STEP = 64 << 20  # bytes per copy_file_range call (lets a stop request through)
 READ_STEP = 16 << 20  # bytes per pread/pwrite where copy_file_range is unavailable
+HASH_STEP = 4 << 20  # bytes per sha256 update of a source file
 TMP_TAG = ".fp8conv-tmp-"
 OLD_TAG = ".fp8conv-old-"
 
@@ -348,18 +352,20 @@ def _write_output(plan: ConversionPlan, tmp: str, workers: int, callback: Progre
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fp8conv")
         futures: list[Future] = []
         try:
-            futures = [pool.submit(ctx.run, job) for sp in plan.shards for job in sp.jobs]
+            hash_futures: dict[str, Future] = {}
+            for task in _schedule(plan, {name: st["size"] for name, st in before.items()}):
+                if isinstance(task, str):
+                    hash_futures[task] = pool.submit(_hash, src, task, stop)
+                    futures.append(hash_futures[task])
+                else:
+                    futures.append(pool.submit(ctx.run, task))
             _wait_all(futures, progress)
-            # Hash the (cached) source while the output is flushed: CPU and disk overlap.
-            names = plan.source_files
-            futures = [pool.submit(_hash, src, name, stop) for name in names]
-            for sp in plan.shards:
+            hashes = {name: fut.result() for name, fut in hash_futures.items()}
+            for sp in plan.shards:  # most of it is on disk already (start_writeback)
                 try:
                     os.fsync(out_fds[sp.name])
                 except OSError as exc:
                     raise _io_error(exc, os.path.join(tmp, sp.name)) from None
-            _wait_all(futures, progress)
-            hashes = dict(zip(names, (f.result() for f in futures), strict=True))
         except BaseException:
             stop.set()
             for fut in futures:
@@ -413,10 +419,38 @@ def _wait_all(futures: list[Future], progress: _Progress) -> None:
                 raise exc
 
 
+def _schedule(plan: ConversionPlan, sizes: dict[str, int]) -> list[TensorJob | str]:
+    """Every tensor job in file order, with the source files (``sizes``) to hash among them.
+
+    A file's sha256 (for the manifest) goes where the midpoint of its share of all hashed
+    bytes falls in the job list, so hashing overlaps the conversion and the disk writes
+    instead of running alone at the end.
+    """
+    jobs: list[TensorJob | str] = [job for sp in plan.shards for job in sp.jobs]
+    total = sum(sizes.values()) or 1
+    placed: list[tuple[float, int, TensorJob | str]] = [
+        (i / max(len(jobs), 1), 1, job) for i, job in enumerate(jobs)
+    ]
+    done = 0
+    for name, size in sizes.items():
+        placed.append(((done + size / 2) / total, 0, name))
+        done += size
+    return [task for *_, task in sorted(placed, key=lambda t: t[:2])]
+
+
 def _hash(src: str, name: str, stop: threading.Event) -> str:
-    if stop.is_set():
-        raise _Stopped
-    return sha256_file(os.path.join(src, name))
+    """sha256 of a source file; gives up with ``_Stopped`` once the run is stopped."""
+    digest = hashlib.sha256()
+    buf = bytearray(HASH_STEP)
+    view = memoryview(buf)
+    with open(os.path.join(src, name), "rb", buffering=0) as fh:
+        while True:
+            if stop.is_set():
+                raise _Stopped
+            n = fh.readinto(buf)
+            if not n:
+                return digest.hexdigest()
+            digest.update(view[:n])
 
 
 class _Context:
@@ -491,23 +525,28 @@ class _Context:
         )
         codes_all = codes_all.reshape(rows, cols)
         deq = TileRowDequantizer(cols, self.plan.block, scales)
-        buf = np.empty((min(bm, rows), cols), dtype=np.uint16)
+        step = deq.chunk_rows
+        buf = np.empty((step, cols), dtype=np.uint16)
         scratch = np.empty((min(bm, rows), cols), dtype=np.uint8)
+        out_fd = self.out_fds[job.shard]
         for i, r0 in enumerate(range(0, rows, bm)):
             if self.stop.is_set():
                 raise _Stopped
             r1 = min(rows, r0 + bm)
-            codes = codes_all[r0:r1]
-            nan = count_nan_codes(codes, scratch[: r1 - r0])
+            nan = count_nan_codes(codes_all[r0:r1], scratch[: r1 - r0])
             if nan:
                 raise InputError(
                     f"{src_path}: tensor {job.src.name!r}: {nan} FP8 NaN codes (0x7F/0xFF) in "
                     f"rows {r0}-{r1 - 1}; the weights are corrupt - download the model again"
                 )
-            out = buf[: r1 - r0]
-            deq.tile_row(i, codes, out=out)
-            _pwrite_all(self.out_fds[job.shard], out, job.out_begin + r0 * cols * 2, out_path)
+            # Row chunks small enough to stay in cache from the gather through the copy
+            # into the page cache.
+            for c0 in range(r0, r1, step):
+                c1 = min(r1, c0 + step)
+                out = deq.rows(i, codes_all[c0:c1], buf[: c1 - c0])
+                _pwrite_all(out_fd, out, job.out_begin + c0 * cols * 2, out_path)
             self.progress.add((r1 - r0) * cols * 2)
+        start_writeback(out_fd, job.out_begin, job.out_nbytes)
 
 
 def _map_tensor(fd: int, offset: int, nbytes: int) -> Any:
@@ -563,6 +602,7 @@ def copy_range(
             raise InputError(
                 f"{paths[0]}: unexpected end of file at byte {src_off}; the shard is truncated"
             )
+        start_writeback(out_fd, out_off, n)
         src_off += n
         out_off += n
         nbytes -= n
@@ -595,6 +635,34 @@ def _pwrite_all(fd: int, data: Any, offset: int, path: str) -> None:
             raise _io_error(exc, path) from None
         view = view[n:]
         offset += n
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux; not in the ``os`` module), or None."""
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None).sync_file_range
+    except (ImportError, OSError, AttributeError):  # not Linux: writeback starts later
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_writeback = _sync_file_range()
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Start writing a finished output range to disk now (``sync_file_range``, async).
+
+    Otherwise the kernel starts only once a tenth of memory is dirty, and the final
+    fsync waits for all that: the disk is the bottleneck here, so it should never idle.
+    Errors are ignored (the final fsync reports them).
+    """
+    if _writeback is not None and nbytes > 0:
+        _writeback(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)
 
 
 def _reserve(fd: int, size: int, path: str) -> None:

@@ -2,10 +2,12 @@
 
 Every output element is ``bf16_round_nearest_even(float32(fp8) * float32(scale))``.
 Because a tile has one scale, the result depends only on the 8-bit code and the tile, so
-each tile is dequantized with one gather from its own 256-entry BF16 table built with
-exactly that float32 product and ml_dtypes' round-to-nearest-even cast. That is
-bit-identical to ``(w.float() * scale_expanded).bfloat16()`` and avoids float math on the
-full matrix. ``reference_dequantize`` is the straightforward path, used by ``verify``.
+each tile gets its own 256-entry BF16 table built with exactly that float32 product and
+ml_dtypes' round-to-nearest-even cast. That is bit-identical to
+``(w.float() * scale_expanded).bfloat16()`` and avoids float math on the full matrix. The
+tables of a tile row are laid end to end, so a chunk of rows is dequantized by one gather
+(``table[code + 256 * tile_of_column]``), a few numpy calls that release the GIL.
+``reference_dequantize`` is the straightforward path, used by ``verify``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any
 from .numeric import np_dtype, numpy_modules
 
 NAN_CODE = 0x7F  # float8_e4m3fn NaN is S.1111.111 (0x7F / 0xFF); it has no infinity
+# Elements per gather (128 KiB of output): a chunk's codes, index and output stay in a
+# core's L2 cache from the gather through the pwrite copy into the page cache (measured
+# here: 30-40% less kernel time for that copy than from 1-2.5 MB tile rows).
+CHUNK_ELEMENTS = 64 << 10
 
 
 def fp8_to_f32_table() -> Any:
@@ -30,27 +36,40 @@ def scales_to_f32(raw: Any, dtype: str, shape: tuple[int, ...]) -> Any:
 
 
 class TileRowDequantizer:
-    """Dequantize an ``[rows, cols]`` FP8 matrix one tile row (``bm`` rows) at a time."""
+    """Dequantize an ``[rows, cols]`` FP8 matrix tile row by tile row, in row chunks.
+
+    All tables are built at once (output bytes / 64); ``rows`` then turns up to
+    ``chunk_rows`` rows of one tile row into BF16 bits with one add and one gather. Not
+    thread-safe (one index buffer): use one instance per thread.
+    """
 
     def __init__(self, cols: int, block: tuple[int, int], scales_f32: Any) -> None:
         np, _ = numpy_modules()
         self.np = np
         self.bm, self.bn = block
         self.cols = cols
-        self.scales = scales_f32
-        self.lut = fp8_to_f32_table()
+        # tables[i, 256 * tile + code] = bf16(f32(code) * f32(scale[i, tile]))
+        products = fp8_to_f32_table()[None, None, :] * scales_f32[:, :, None]
+        grid_rows, grid_cols = scales_f32.shape
+        self.tables = _f32_to_bf16_bits(products).reshape(grid_rows, grid_cols * 256)
+        index_dtype = np.uint16 if self.tables.shape[1] <= 1 << 16 else np.intp
+        self.offsets = (np.arange(cols) // self.bn * 256).astype(index_dtype)
+        self.chunk_rows = max(1, min(self.bm, CHUNK_ELEMENTS // max(cols, 1)))
+        self.index = np.empty((self.chunk_rows, cols), dtype=index_dtype)
+
+    def rows(self, i: int, codes: Any, out: Any) -> Any:
+        """BF16 bits (uint16) into ``out`` of ``codes`` (<= ``chunk_rows`` rows of tile row i)."""
+        index = self.index[: codes.shape[0]]
+        self.np.add(codes, self.offsets, out=index)
+        return self.tables[i].take(index, out=out, mode="clip")
 
     def tile_row(self, i: int, codes: Any, out: Any | None = None) -> Any:
         """BF16 bits (uint16) of tile row ``i`` from its uint8 codes ``[<=bm, cols]``."""
-        np = self.np
         if out is None:
-            out = np.empty(codes.shape, dtype=np.uint16)
-        # One 256-entry table per tile: table[j, code] = bf16(f32(code) * f32(scale[i, j])).
-        tables = _f32_to_bf16_bits(self.lut[None, :] * self.scales[i][:, None])
-        bn = self.bn
-        for j in range(tables.shape[0]):
-            cols = slice(j * bn, (j + 1) * bn)  # the last tile may be narrower
-            np.take(tables[j], codes[:, cols], out=out[:, cols], mode="clip")
+            out = self.np.empty(codes.shape, dtype=self.np.uint16)
+        step = self.chunk_rows
+        for r in range(0, codes.shape[0], step):
+            self.rows(i, codes[r : r + step], out[r : r + step])
         return out
 
 
