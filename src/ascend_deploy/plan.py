@@ -380,8 +380,8 @@ def make_plan(
     else:
         candidates = [t for t in valid if t <= npus]
 
-    attempts = [
-        _size(
+    def size(t: int) -> dict:
+        return _size(
             facts,
             t,
             mm,
@@ -392,8 +392,8 @@ def make_plan(
             max_model_len,
             max_num_seqs,
         )
-        for t in candidates
-    ]
+
+    attempts = [size(t) for t in candidates]
     feasible = [a for a in attempts if not a["reasons"]]
     if feasible:
         chosen = max(feasible, key=lambda a: (a["max_model_len"], -a["tp"]))
@@ -404,17 +404,7 @@ def make_plan(
             # Name the smallest larger TP that would fit: the concrete "use more NPUs".
             fits = None
             for t in larger:
-                trial = _size(
-                    facts,
-                    t,
-                    mm,
-                    hbm_total_mb,
-                    hbm_used_mb,
-                    gpu_memory_utilization,
-                    enforce_eager,
-                    max_model_len,
-                    max_num_seqs,
-                )
+                trial = size(t)
                 if not trial["reasons"]:
                     fits = trial
                     break
