@@ -7,6 +7,11 @@ For each fleet size: start the simulated hosts (``ascend_sim.fleet up``, not tim
 the README quotes: N hosts against 1 host (target <= 2x) and the no-change run against the first
 (target < 1/3). Each host serves ``--npus`` replicas (1 by default) so that the run measures
 the orchestration, not the emulator's CPU time on a small machine.
+
+Besides wall time each run reports the CPU seconds it used: on the controller (ansible-playbook
+and its workers) and inside the simulated hosts (their cgroups: inner dockerd, modules,
+emulators). On a machine where the hosts share the controller's cores, N hosts cannot finish
+faster than (controller + N x host CPU) / cores; the script prints that floor beside the ratio.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,6 +45,40 @@ def fleet(action: str, prefix: str, hosts: int, inventory: Path) -> None:
     done = sh(cmd, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"bench: fleet {action} failed: {done.stderr.strip()[-500:]}")
+
+
+def host_ids(prefix: str) -> list[str]:
+    done = sh(["docker", "ps", "-q", "--no-trunc", "--filter", f"name=^{prefix}-"], check=False)
+    return done.stdout.split()
+
+
+def host_cpu_s(ids: list[str]) -> float:
+    """CPU seconds used so far by these containers (cgroup v1 cpuacct or v2 cpu.stat)."""
+    total = 0.0
+    for cid in ids:
+        v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
+        v2 = Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat")
+        if v1.exists():
+            total += int(v1.read_text()) / 1e9
+        elif v2.exists():
+            usage = next(ln for ln in v2.read_text().splitlines() if ln.startswith("usage_usec"))
+            total += int(usage.split()[1]) / 1e6
+    return total
+
+
+def children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def slowest_tasks(stdout: str, count: int = 8) -> list[str]:
+    """The first lines of the profile_tasks recap (slowest tasks first)."""
+    lines = stdout.splitlines()
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("=====")) + 1
+    except StopIteration:
+        return []
+    return [ln.strip() for ln in lines[start : start + count] if ln.strip()]
 
 
 def deploy(inventory: Path, prefix: str, npus: int, log: Path) -> tuple[float, int, str]:
@@ -78,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--npus", type=int, default=1, help="replicas per host (default 1)")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--keep", action="store_true", help="keep the hosts afterwards")
+    p.add_argument("--logs", type=Path, help="keep each run's ansible output in this directory")
     args = p.parse_args(argv)
     if any(n < 1 for n in args.hosts) or args.npus < 1:
         p.error("--hosts and --npus must be positive")
@@ -87,16 +128,26 @@ def main(argv: list[str] | None = None) -> int:
     if model.returncode != 0:
         raise SystemExit(f"bench: playbooks/sim_model.yml failed: {model.stdout[-500:]}")
     results = []
+    cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
+        logdir = args.logs or Path(tmp)
+        logdir.mkdir(parents=True, exist_ok=True)
         for n in args.hosts:
             prefix = f"bench{n}"
             inventory = Path(tmp) / f"{prefix}.yml"
             print(f"bench: starting {n} simulated host(s)", file=sys.stderr, flush=True)
             fleet("up", prefix, n, inventory)
             try:
-                logs = [Path(tmp) / f"{prefix}-{i}.log" for i in (1, 2)]
-                first, changed1, _ = deploy(inventory, prefix, args.npus, logs[0])
-                second, changed2, _ = deploy(inventory, prefix, args.npus, logs[1])
+                logs = [logdir / f"{prefix}-{i}.log" for i in (1, 2)]
+                ids = host_ids(prefix)
+                cpu = []
+                outs = []
+                for log in logs:
+                    ctl0, hosts0 = children_cpu_s(), host_cpu_s(ids)
+                    seconds, changed, out = deploy(inventory, prefix, args.npus, log)
+                    cpu.append((children_cpu_s() - ctl0, host_cpu_s(ids) - hosts0))
+                    outs.append((seconds, changed, out))
+                (first, changed1, out1), (second, changed2, out2) = outs
             finally:
                 if not args.keep:
                     fleet("down", prefix, n, inventory)
@@ -107,11 +158,19 @@ def main(argv: list[str] | None = None) -> int:
                 "second_s": round(second, 1),
                 "second_changed": changed2,
                 "first_changed": changed1,
+                "first_cpu_controller_s": round(cpu[0][0], 1),
+                "first_cpu_hosts_s": round(cpu[0][1], 1),
+                "second_cpu_controller_s": round(cpu[1][0], 1),
+                "second_cpu_hosts_s": round(cpu[1][1], 1),
+                # The run cannot be faster than its CPU work spread over every core.
+                "first_cpu_floor_s": round((cpu[0][0] + cpu[0][1]) / cores, 1),
+                "slowest_tasks_first": slowest_tasks(out1),
+                "slowest_tasks_second": slowest_tasks(out2),
             }
             results.append(row)
             print(json.dumps(row), flush=True)
     base = next((r for r in results if r["hosts"] == min(args.hosts)), None)
-    summary = {"runs": results}
+    summary = {"cores": cores, "runs": results}
     if base:
         for r in results:
             r["vs_smallest_first"] = round(r["first_s"] / base["first_s"], 2)

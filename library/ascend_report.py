@@ -13,17 +13,23 @@ description:
   - Each row is a dict; C(columns) names the keys in order. Lists are joined with C(; ).
   - Optionally writes the rows as JSON to C(dest) (for CI and the benchmark); never secrets,
     the rows are built by the playbook from facts only.
+  - With C(documents) (and no rows) it writes each document as C(<dir>/<name>.json) instead:
+    one call for a host's plan, versions and status rather than one copy task each.
 options:
   rows:
-    description: One dict per host.
+    description: One dict per host (required unless C(documents) is given).
     type: list
     elements: dict
-    required: true
   columns:
-    description: Keys to show, in order.
+    description: Keys to show, in order (required with C(rows)).
     type: list
     elements: str
-    required: true
+  documents:
+    description: Name -> JSON document to write into C(dir).
+    type: dict
+  dir:
+    description: Directory (created) for C(documents).
+    type: path
   title:
     description: Line printed above the table.
     type: str
@@ -46,7 +52,12 @@ EXAMPLES = r"""
 RETURN = r"""
 table:
   description: The table, one string per line.
-  returned: always
+  returned: with rows
+  type: list
+  elements: str
+written:
+  description: Paths of the documents written.
+  returned: with documents
   type: list
   elements: str
 """
@@ -85,17 +96,45 @@ def render(rows: list[dict], columns: list[str], title: str = "") -> list[str]:
     return out
 
 
+def write_documents(directory: str, documents: dict) -> list[str]:
+    """Write each document as ``<directory>/<name>.json``; return the paths."""
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for name, doc in sorted(documents.items()):
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"document name {name!r} is not a plain file name")
+        path = os.path.join(directory, f"{name}.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        written.append(path)
+    return written
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "rows": {"type": "list", "elements": "dict", "required": True},
-            "columns": {"type": "list", "elements": "str", "required": True},
+            "rows": {"type": "list", "elements": "dict"},
+            "columns": {"type": "list", "elements": "str"},
             "title": {"type": "str", "default": ""},
             "dest": {"type": "path"},
+            "documents": {"type": "dict"},
+            "dir": {"type": "path"},
         },
+        required_one_of=[("rows", "documents")],
+        mutually_exclusive=[("rows", "documents")],
+        required_together=[("rows", "columns"), ("documents", "dir")],
         supports_check_mode=True,
     )
     p = module.params
+    if p["documents"] is not None:
+        written: list[str] = []
+        if not module.check_mode:
+            try:
+                written = write_documents(p["dir"], p["documents"])
+            except (OSError, ValueError) as exc:
+                module.fail_json(msg=f"ascend_report: cannot write into {p['dir']}: {exc}")
+        module.exit_json(changed=False, written=written)
     table = render(p["rows"], p["columns"], p["title"])
     if p["dest"] and not module.check_mode:
         try:

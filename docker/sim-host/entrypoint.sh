@@ -3,7 +3,10 @@
 #  1. state: a mounted /etc/ascend-sim/state.json wins; otherwise the preset named by
 #     ASCEND_SIM_PRESET is copied there (a restarted container keeps its state file);
 #  2. python3 -m ascend_sim.host_setup materialises devices, driver/firmware/CANN trees;
-#  3. the inner Docker engine starts (storage driver vfs) and must answer;
+#  3. the inner Docker engine starts and must answer. Its storage driver is overlay2 when the
+#     volume at /var/lib/docker can hold an overlay mount (a volume on ext4/xfs: container
+#     start 0.4-1 s), vfs otherwise (works everywhere; every container start copies the whole
+#     image, 2-4 s for the emulator image, measured here); ASCEND_SIM_STORAGE_DRIVER pins one;
 #  4. /run/ascend-sim/ready marks the host as usable; then wait for SIGTERM.
 set -eu
 
@@ -54,8 +57,38 @@ python3 -m ascend_sim.host_setup --state "$STATE" || die "ascend_sim.host_setup 
 
 # A restarted container keeps stale pid files that would stop dockerd from starting.
 rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+# overlay2 needs a mount of type overlay on the volume's filesystem (not on an overlay root).
+overlay_works() {
+    probe=/var/lib/docker/.overlay-probe
+    rm -rf "$probe"
+    mkdir -p "$probe/lower" "$probe/upper" "$probe/work" "$probe/merged" || return 1
+    if mount -t overlay overlay \
+        -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" "$probe/merged" 2>/dev/null; then
+        umount "$probe/merged"
+        rm -rf "$probe"
+        return 0
+    fi
+    rm -rf "$probe"
+    return 1
+}
+STORAGE_DRIVER="${ASCEND_SIM_STORAGE_DRIVER:-auto}"
+if [ "$STORAGE_DRIVER" = auto ]; then
+    # A volume that already holds vfs data keeps vfs (its images would be invisible to overlay2).
+    if [ -d /var/lib/docker/vfs ] && [ ! -d /var/lib/docker/overlay2 ]; then
+        STORAGE_DRIVER=vfs
+    elif overlay_works; then
+        STORAGE_DRIVER=overlay2
+    else
+        STORAGE_DRIVER=vfs
+    fi
+fi
+case "$STORAGE_DRIVER" in
+    overlay2 | vfs) ;;
+    *) die "ASCEND_SIM_STORAGE_DRIVER=$STORAGE_DRIVER: use auto, overlay2 or vfs" ;;
+esac
+
 # shellcheck disable=SC2086  # ASCEND_SIM_DOCKERD_ARGS is a word list on purpose
-dockerd --storage-driver vfs --shutdown-timeout 3 ${ASCEND_SIM_DOCKERD_ARGS:-} >"$DOCKERD_LOG" 2>&1 &
+dockerd --storage-driver "$STORAGE_DRIVER" --shutdown-timeout 3 ${ASCEND_SIM_DOCKERD_ARGS:-} >"$DOCKERD_LOG" 2>&1 &
 dockerd_pid=$!
 
 waited=0
@@ -80,7 +113,7 @@ stop() {
 trap stop TERM INT
 
 touch "$READY"
-log "ready ($(hostname), inner dockerd after ${waited} s)"
+log "ready ($(hostname), inner dockerd ($STORAGE_DRIVER) after ${waited} s)"
 while kill -0 "$dockerd_pid" 2>/dev/null; do
     sleep 5 &
     wait $! || true

@@ -78,6 +78,20 @@ QWEN3_ARCHS: dict[str, dict] = {
     "qwen3-32b": _arch(5120, 25600, 64, 64, 8, False),
 }
 
+# The rope_scaling Qwen's model cards give for contexts up to 131,072 tokens ("Processing Long
+# Texts": YaRN, factor 4 over the native 32,768). vLLM derives max_model_len 131072 from it.
+QWEN3_YARN_ROPE_SCALING: dict[str, Any] = {
+    "rope_type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 32768,
+}
+
+
+def with_yarn(arch: str) -> dict:
+    """The config of Qwen3 ``arch`` with YaRN enabled as the model card says."""
+    return {**resolve_arch(arch), "rope_scaling": dict(QWEN3_YARN_ROPE_SCALING)}
+
+
 FP8_QUANTIZATION_CONFIG: dict[str, Any] = {
     "activation_scheme": "dynamic",
     "fmt": "e4m3",

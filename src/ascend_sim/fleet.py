@@ -415,7 +415,7 @@ def up(
 def down(prefix: str | None, inventory: Path | None = None) -> list[str]:
     """Remove the hosts of fleet ``prefix`` (every fleet when None) with their volumes."""
     names = [c["Name"].lstrip("/") for c in fleet_containers(prefix)]
-    # Deleting a host's vfs volume (full copies of every image layer) takes a while; in parallel.
+    # Deleting a host's volume (its inner images; full copies per layer with vfs) takes a while.
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda n: docker("rm", "-f", "-v", n), names))
     removed = names

@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -145,6 +146,28 @@ def test_report_renders_one_row_per_host_and_writes_json(tmp_path):
     assert res["table"][3].startswith("sim-0") and res["table"][3].endswith("-")
     assert res["table"][4].endswith("npu.health: NPU 3 Alarm; x")
     assert json.loads(dest.read_text()) == rows
+
+
+def test_report_writes_documents_in_one_call_and_refuses_a_path_as_name(tmp_path):
+    out = tmp_path / "reports" / "run1" / "host-a"
+    plan = {"tp": 1, "max_model_len": 4096}
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "docs",
+                "ascend_report": {"dir": str(out), "documents": {"plan": plan, "status": {"a": 1}}},
+            },
+            {"id": "bad", "ascend_report": {"dir": str(out), "documents": {"../x": {}}}},
+            {"id": "neither", "ascend_report": {"title": "x"}},
+        ],
+    )
+    assert res["docs"]["changed"] is False
+    assert res["docs"]["written"] == [str(out / "plan.json"), str(out / "status.json")]
+    assert json.loads((out / "plan.json").read_text()) == plan
+    assert "document name '../x' is not a plain file name" in res["bad"]["msg"]
+    assert not (tmp_path / "reports" / "run1" / "x.json").exists()
+    assert "one of the following is required: rows, documents" in res["neither"]["msg"]
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -449,6 +472,134 @@ def test_health_ready_replica_and_unreachable_one(tmp_path):
     down = res["down"]
     assert down["healthy"] is False and down["ready"] == ["r0"]
     assert down["failures"][0]["name"] == "r1" and down["cause"] == "timeout"
+
+
+# ----------------------------------------------------------------------------- deployed record
+
+EMULATOR_IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
+
+
+def _docker_image_present(ref: str) -> bool:
+    if not shutil.which("docker"):
+        return False
+    done = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.docker
+def test_deployed_record_then_check_names_each_drift(tmp_path):
+    """Record a deployment (real container, env file, model dir, /health), then drift it."""
+    if not _docker_image_present(EMULATOR_IMAGE):
+        pytest.skip(f"needs the Docker engine and {EMULATOR_IMAGE} (docker/build-images.sh)")
+    service = f"adtest{os.getpid()}"
+    state = tmp_path / "state"
+    state.mkdir()
+    env_file = state / "service.env"
+    env_file.write_text("VLLM_API_KEY=secret\n")
+    env_file.chmod(0o600)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"x" * 64)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    labels = ["--label", f"ascend-deploy.service={service}", "--label", "ascend-deploy.spec=s0"]
+    sleeper = ["--entrypoint", "sleep", EMULATOR_IMAGE, "600"]
+    subprocess.run(
+        ["docker", "run", "-d", "--name", f"{service}-0", *labels, *sleeper],
+        check=True,
+        capture_output=True,
+    )
+    common = {"state_dir": str(state), "service": service}
+    check = {"ascend_deployed": {**common, "state": "check", "desired": "a" * 64}}
+    other = {"ascend_deployed": {**common, "state": "check", "desired": "b" * 64}}
+    try:
+        res = run(
+            tmp_path,
+            [
+                {"id": "before", **check},
+                {
+                    "id": "rec",
+                    "ascend_deployed": {
+                        **common,
+                        "state": "present",
+                        "desired": "a" * 64,
+                        "files": ["service.env", "verified-definition"],
+                        "dirs": [str(model)],
+                        "ports": [port],
+                        "facts": {"vllm_service_result": {"ports": [port], "changed": False}},
+                    },
+                },
+                {"id": "same", **check},
+                {"id": "other", **other},
+            ],
+        )
+        assert res["before"]["converged"] is False
+        assert res["before"]["reasons"] == ["no record of a verified deployment"]
+        assert res["rec"]["changed"] is False and res["rec"]["path"] == str(state / "deployed.json")
+        assert res["same"]["converged"] is True and res["same"]["reasons"] == []
+        assert res["same"]["facts"]["vllm_service_result"]["ports"] == [port]
+        assert "secret" not in (state / "deployed.json").read_text()
+        assert res["other"]["converged"] is False and res["other"]["facts"] == {}
+        assert res["other"]["reasons"] == [
+            "the desired state differs (variables, bundle or model manifest changed)"
+        ]
+
+        # Each drift alone is named; undoing the content (not the mtime) of a file converges.
+        env_file.write_text("VLLM_API_KEY=other\n")
+        drift = [run(tmp_path, [{"id": "c", **check}])["c"]["reasons"]]
+        env_file.write_text("VLLM_API_KEY=secret\n")
+        (state / "verified-definition").write_text("abc\n")  # recorded as absent
+        drift.append(run(tmp_path, [{"id": "c", **check}])["c"]["reasons"])
+        (state / "verified-definition").unlink()
+        os.utime(model / "model.safetensors", ns=(1, 1))
+        drift.append(run(tmp_path, [{"id": "c", **check}])["c"]["reasons"])
+        stop = ["docker", "stop", "-t", "0", f"{service}-0"]
+        subprocess.run(stop, check=True, capture_output=True)
+        srv.shutdown()
+        srv.server_close()
+        drift.append(run(tmp_path, [{"id": "c", **check}])["c"]["reasons"])
+    finally:
+        subprocess.run(["docker", "rm", "-f", f"{service}-0"], capture_output=True, check=False)
+    assert drift[0] == ["file service.env changed"]
+    assert drift[1] == ["file verified-definition changed"]
+    assert drift[2] == [f"files under {model} changed"]
+    assert drift[3] == [f"container {service}-0 is not running", f"files under {model} changed"]
+
+
+def test_deployed_health_is_asked_only_when_everything_else_matches(tmp_path):
+    """A converged record whose replica does not answer /health is not converged."""
+    state = tmp_path / "state"
+    port = free_port()
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "rec",
+                "ascend_deployed": {
+                    "state": "present",
+                    "state_dir": str(state),
+                    "service": f"none{os.getpid()}",
+                    "desired": "a" * 64,
+                    "ports": [port],
+                },
+            },
+            {
+                "id": "c",
+                "ascend_deployed": {
+                    "state": "check",
+                    "state_dir": str(state),
+                    "service": f"none{os.getpid()}",
+                    "desired": "a" * 64,
+                },
+            },
+            {"id": "bad", "ascend_deployed": {"state": "present", "state_dir": str(state)}},
+        ],
+    )
+    assert res["c"]["converged"] is False
+    assert len(res["c"]["reasons"]) == 1
+    assert res["c"]["reasons"][0].startswith(f"replica on port {port}: ")
+    assert res["bad"]["failed"] and res["bad"]["msg"] == "state=present needs service, desired"
 
 
 # ----------------------------------------------------------------------------- versions/preflight

@@ -14,7 +14,7 @@ from ascend_deploy.cli import main
 from ascend_deploy.errors import CheckFailed, InputError
 from ascend_deploy.model_info import inspect_model
 from ascend_deploy.plan import load_rules, make_plan, parse_version, valid_tp_sizes
-from ascend_sim.checkpoints import write_checkpoint
+from ascend_sim.checkpoints import with_yarn, write_checkpoint
 
 GB64, GB32 = 65536, 32768
 IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (peers.md §3.4)
@@ -165,14 +165,7 @@ def test_pinned_max_model_len_that_does_not_fit_fails_with_numbers(models):
 def qwen3_8b_yarn(tmp_path_factory):
     """Qwen3-8B BF16 with YaRN enabled as its model card says (up to 131072 tokens)."""
     d = tmp_path_factory.mktemp("models") / "Qwen3-8B-yarn"
-    write_checkpoint(str(d), "qwen3-8b", fp8=False, data="sparse")
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["rope_scaling"] = {
-        "rope_type": "yarn",
-        "factor": 4.0,
-        "original_max_position_embeddings": 32768,
-    }
-    (d / "config.json").write_text(json.dumps(cfg))
+    write_checkpoint(str(d), with_yarn("qwen3-8b"), fp8=False, data="sparse")
     return str(d)
 
 

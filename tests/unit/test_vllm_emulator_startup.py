@@ -18,7 +18,7 @@ import pytest
 
 from ascend_deploy.memory_model import DEFAULT_MODEL
 from ascend_deploy.model_info import inspect_model
-from ascend_sim.checkpoints import write_checkpoint
+from ascend_sim.checkpoints import with_yarn, write_checkpoint
 from ascend_sim.npu_registry import live_holders
 from ascend_sim.tokenizer import tokenizer_json
 from ascend_sim.vllm_emulator import messages as M
@@ -351,15 +351,8 @@ def test_max_model_len_above_model_limit(tmp_path, q4b):
 def test_yarn_raises_the_model_limit_as_vllm_derives_it(tmp_path):
     """Qwen3 with YaRN (factor 4, original 32768): vLLM accepts up to 131072 tokens."""
     d = tmp_path / "Qwen3-4B-yarn"
-    write_checkpoint(str(d), arch="qwen3-4b", fp8=False, data="sparse")
+    write_checkpoint(str(d), arch=with_yarn("qwen3-4b"), fp8=False, data="sparse")
     _add_tokenizer(str(d))
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["rope_scaling"] = {
-        "rope_type": "yarn",
-        "factor": 4.0,
-        "original_max_position_embeddings": 32768,
-    }
-    (d / "config.json").write_text(json.dumps(cfg))
     env = sandbox(tmp_path, state=_state(32768))
     res = run(serve_args(str(d), "--max-model-len", "140000"), env)
     assert res.returncode == 1

@@ -17,9 +17,8 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from ascend_sim.checkpoints import write_checkpoint
+from ascend_sim.checkpoints import QWEN3_YARN_ROPE_SCALING, with_yarn, write_checkpoint
 
-YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
 MANIFEST = "SHA256SUMS"
 
 
@@ -35,15 +34,9 @@ def main(out: str) -> str:
     cfg_path = os.path.join(out, "config.json")
     if os.path.isfile(os.path.join(out, MANIFEST)) and os.path.isfile(cfg_path):
         with open(cfg_path, encoding="utf-8") as fh:
-            if json.load(fh).get("rope_scaling") == YARN:
+            if json.load(fh).get("rope_scaling") == QWEN3_YARN_ROPE_SCALING:
                 return "unchanged"
-    write_checkpoint(out, "qwen3-8b", fp8=False, data="sparse")
-    with open(cfg_path, encoding="utf-8") as fh:
-        cfg = json.load(fh)
-    cfg["rope_scaling"] = dict(YARN)
-    with open(cfg_path, "w", encoding="utf-8") as fh:
-        json.dump(cfg, fh, indent=2)
-        fh.write("\n")
+    write_checkpoint(out, with_yarn("qwen3-8b"), fp8=False, data="sparse")
     names = [
         name
         for name in sorted(os.listdir(out))

@@ -21,8 +21,9 @@ import pytest
 
 from ascend_deploy.plan import make_plan
 from ascend_sim.checkpoints import write_checkpoint
+from ascend_sim.scenario_outputs import outputs_dir, read_case, row_of
 
-OUT = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "capacity"
+OUT = outputs_dir("capacity")
 REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).parents[3]))
 TINY = REPO / ".cache" / "models" / "qwen3-tiny-fp8"
 YARN_DIR = "/srv/models/qwen3-8b-yarn"
@@ -44,19 +45,10 @@ START_TASK = "TASK [vllm_service : Start the replicas"
 
 
 def case(name: str) -> tuple[dict, list[dict]]:
-    path = OUT / name / "run.json"
-    if not path.exists():
-        pytest.skip(f"{path} missing: run through molecule (converge keeps the outputs)")
-    run = json.loads(path.read_text())
-    summary = OUT / name / "deploy-summary.json"
-    rows = json.loads(summary.read_text()) if summary.exists() else []
-    return run, rows
-
-
-def row_of(rows: list[dict], host: str) -> dict:
-    found = [r for r in rows if r.get("host") == host]
-    assert found, f"no summary row for {host}: {rows}"
-    return found[0]
+    found = read_case("capacity", name)
+    if found is None:
+        pytest.skip(f"case {name} missing: run through molecule (converge keeps the outputs)")
+    return found
 
 
 def npu0_before() -> dict:
@@ -254,20 +246,26 @@ def twin_burst(host, prompts, planned_burst) -> dict:
     return {"before": before, "after": preemptions(base), "results": results}
 
 
+def tiny_plan(sizing: dict, **pins: int) -> dict:
+    """The planner's plan for the tiny model on NPU 0 as converge found it, with ``pins``."""
+    npu = npu0_before()
+    return make_plan(
+        str(TINY),
+        hbm_total_mb=npu["hbm_total_mb"],
+        hbm_used_mb=npu["hbm_used_mb"],
+        max_model_len=MAX_MODEL_LEN,
+        gpu_memory_utilization=sizing["gpu_memory_utilization"],
+        **pins,
+    )
+
+
 def test_p6_planner_sized_max_num_seqs_from_the_kv_capacity(host, sizing):
     run, rows = case("p6-planned")
     assert run["rc"] == 0, run["stdout"][-3000:]
     row = row_of(rows, "cap-32g")
     assert row["status"] == "deployed" and row["max_model_len"] == MAX_MODEL_LEN
     # The planner, from the same inputs as the deploy: the tiny model, NPU 0, the utilization.
-    npu = npu0_before()
-    plan = make_plan(
-        str(TINY),
-        hbm_total_mb=npu["hbm_total_mb"],
-        hbm_used_mb=npu["hbm_used_mb"],
-        max_model_len=MAX_MODEL_LEN,
-        gpu_memory_utilization=sizing["gpu_memory_utilization"],
-    )
+    plan = tiny_plan(sizing)
     seqs = plan["max_num_seqs"]
     assert seqs == sizing["max_num_seqs"] == 3
     argv = inspect(host, "qwen3-0")["Config"]["Cmd"]
@@ -296,15 +294,7 @@ def test_p6_pinned_max_num_seqs_16_is_refused_with_numbers(host, sizing):
     run, _ = case("p6-pinned-16")
     out = run["stdout"]
     assert run["rc"] != 0, out[-3000:]
-    npu = npu0_before()
-    plan = make_plan(
-        str(TINY),
-        hbm_total_mb=npu["hbm_total_mb"],
-        hbm_used_mb=npu["hbm_used_mb"],
-        max_model_len=MAX_MODEL_LEN,
-        max_num_seqs=16,
-        gpu_memory_utilization=sizing["gpu_memory_utilization"],
-    )
+    plan = tiny_plan(sizing, max_num_seqs=16)
     assert not plan["feasible"]
     reason = plan["reasons"][0]
     cap = sizing["kv_capacity_tokens"]

@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-OUT = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "pitfalls"
+from ascend_sim.scenario_outputs import outputs_dir, read_case, row_of
+
+OUT = outputs_dir("pitfalls")
 
 
 def case(name: str) -> tuple[dict, list[dict]]:
-    path = OUT / name / "run.json"
-    if not path.exists():
-        pytest.skip(f"{path} missing: run through molecule (converge keeps the outputs)")
-    run = json.loads(path.read_text())
-    summary = OUT / name / "deploy-summary.json"
-    rows = json.loads(summary.read_text()) if summary.exists() else []
-    return run, rows
-
-
-def row_of(rows: list[dict], host: str) -> dict:
-    """The summary lists every host of the group; the case ran on ``host`` only (--limit)."""
-    found = [r for r in rows if r.get("host") == host]
-    assert found, f"no summary row for {host}: {rows}"
-    return found[0]
+    found = read_case("pitfalls", name)
+    if found is None:
+        pytest.skip(f"case {name} missing: run through molecule (converge keeps the outputs)")
+    return found
 
 
 def test_p8_tp3_refused_with_valid_sizes():
