@@ -342,3 +342,46 @@ def test_a_host_whose_state_is_invalid_fails_up_with_its_log(prefix, tmp_path):
     assert exc.value.exit_code == 1
     assert f"simulated host {prefix}-0 exited" in message
     assert "host_setup" in message
+
+
+def _start_raw_host(name: str, *env: str) -> None:
+    args = ["docker", "run", "-d", "--name", name, *fleet.DIND_OPTIONS]
+    for item in ("ASCEND_SIM_PRESET=a2-910b3-8x64g", *env):
+        args += ["-e", item]
+    subprocess.run([*args, fleet.HOST_IMAGE], capture_output=True, check=True)
+
+
+def _wait_logs(name: str, needle: str, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stderr
+        if needle in logs or time.monotonic() > deadline:
+            return logs
+        time.sleep(1)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_inner_engine_storage_driver_is_chosen_logged_and_can_be_pinned(prefix):
+    """auto: overlay2 where the volume holds overlay mounts, else vfs; a pin wins; junk fails."""
+    auto, pinned, junk = f"{prefix}-0", f"{prefix}-1", f"{prefix}-2"
+    try:
+        _start_raw_host(auto)
+        _start_raw_host(pinned, "ASCEND_SIM_STORAGE_DRIVER=vfs")
+        _start_raw_host(junk, "ASCEND_SIM_STORAGE_DRIVER=zfs")
+        drivers = {}
+        for name in (auto, pinned):
+            logs = _wait_logs(name, "sim-host: ready")
+            driver = subprocess.run(
+                ["docker", "exec", name, "docker", "info", "-f", "{{.Driver}}"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            assert f"inner dockerd ({driver}) after" in logs, logs
+            drivers[name] = driver
+        assert drivers[auto] in ("overlay2", "vfs")
+        assert drivers[pinned] == "vfs"
+        logs = _wait_logs(junk, "ASCEND_SIM_STORAGE_DRIVER=zfs")
+        assert "ASCEND_SIM_STORAGE_DRIVER=zfs: use auto, overlay2 or vfs" in logs
+    finally:
+        for name in (auto, pinned, junk):
+            subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
