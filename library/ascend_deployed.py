@@ -147,7 +147,7 @@ def main() -> None:
             "service": {"type": "str"},
             "files": {"type": "list", "elements": "str", "default": []},
             "dirs": {"type": "list", "elements": "path", "default": []},
-            "desired": {"type": "str", "no_log": False},
+            "desired": {"type": "str"},
             "facts": {"type": "dict", "default": {}},
             "ports": {"type": "list", "elements": "int", "default": []},
             "docker": {"type": "str", "default": "docker"},

@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLES
+from conftest import ANSIBLE_PLAYBOOK, REPO, SAMPLES, run_local_play
 
-PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not PLAYBOOK.exists(), reason="needs the venv's ansible-playbook"),
+    pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="needs the venv's ansible-playbook"),
 ]
 MATRIX = json.loads((REPO / "src/ascend_deploy/data/compat_matrix.json").read_text())
 RULES = json.loads((REPO / "src/ascend_deploy/data/serve_rules.json").read_text())
@@ -51,29 +50,12 @@ def run(tmp_path: Path, tasks: list[dict], check: bool = False) -> dict:
         }
     )
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": play_tasks}]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
     env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_FACT_CACHING": "memory",
         "ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.junit",
         "JUNIT_OUTPUT_DIR": str(tmp_path / "junit"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
         "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),
     }
-    cmd = [
-        str(PLAYBOOK),
-        "-i",
-        "localhost,",
-        "-c",
-        "local",
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-        str(tmp_path / "play.yml"),
-    ]
-    if check:
-        cmd.append("--check")
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    done = run_local_play(play, tmp_path, env=env, args=["--check"] if check else [])
     assert out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(out.read_text())
 

@@ -14,10 +14,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import ANSIBLE_PLAYBOOK, run_local_play
 
-PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not PLAYBOOK.exists(), reason="needs the venv")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="needs the venv"),
+]
 
 
 def test_host_mode_resolves_the_matched_pins_from_pypi(tmp_path):
@@ -58,22 +60,14 @@ def test_host_mode_resolves_the_matched_pins_from_pypi(tmp_path):
             ],
         }
     ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
     env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_FACT_CACHING": "memory",
         "ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.junit",
         "JUNIT_OUTPUT_DIR": str(tmp_path / "junit"),
         # This machine's pip config adds local indexes and constraints; use the real index only.
         "PIP_CONFIG_FILE": os.devnull,
         "PIP_FIND_LINKS": "",
     }
-    done = subprocess.run(
-        [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "-e",
-         f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    done = run_local_play(play, tmp_path, env=env, timeout=900)
     if done.returncode != 0:
         # pip's resolver answered "no": the role must say which pins, which index, pip's reason
         # and the fix (for v0.13.0, torch-npu 2.8.0.post2 and torch 2.8.0 conflict on PyPI:

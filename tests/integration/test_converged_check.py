@@ -7,18 +7,14 @@ The fast path must never fail a deploy: an input that cannot be evaluated before
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import ANSIBLE_PLAYBOOK, REPO, run_local_play
 
-PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not PLAYBOOK.exists(), reason="needs the venv's ansible-playbook"),
+    pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="needs the venv's ansible-playbook"),
 ]
 
 
@@ -61,18 +57,7 @@ def check(tmp_path: Path, input_value: str) -> dict:
             ],
         }
     ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_FACT_CACHING": "memory",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-    }
-    done = subprocess.run(
-        [str(PLAYBOOK), "-i", "localhost,", "-c", "local", "-e",
-         f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    done = run_local_play(play, tmp_path)
     assert done.returncode == 0 and out.exists(), done.stdout[-3000:] + done.stderr[-2000:]
     return {**json.loads(out.read_text()), "stdout": done.stdout}
 
