@@ -45,9 +45,57 @@ PIP_NAMES = {
 IMAGE_SUFFIX = {"a2": "", "a3": "-a3", "310p": "-310p", "a5": "-a5"}
 IMAGE_SINCE = {"a3": "v0.10.0rc1", "310p": "v0.9.1rc1", "a5": "v0.17.0rc1"}
 
-# Published driver/HDK <-> CANN pairings (ascend-host.md §5.3). ``trains``: driver versions
-# (a listed "25.5" covers 25.5.X); ``oldest``: drivers older than this are known too old.
+# Published driver/HDK <-> CANN pairings (ascend-host.md §5.3; sources in docs/compat-sources.md).
+# ``trains``: driver versions a note lists for the CANN (a listed "25.5" covers 25.5.X);
+# ``oldest``: the oldest HDK a note states for it. Huawei's rule, applied to every release by
+# ``oldest_driver``: no CANN release accepts an older HDK than its predecessor did, so a
+# release's floor is the highest ``oldest`` of itself and every earlier release.
 HDK_PAIRINGS: list[dict] = [
+    {
+        "cann": "8.0.RC1",
+        "trains": ["24.1.rc1"],
+        "oldest": "24.1.rc1",
+        "source": "hiascend MindCluster 6.0.RC1 release note (HDK 24.1.RC1 <-> CANN 8.0.RC1); "
+        "MindSDK 7.3.0 install guide: Atlas A2 needs CANN 8.0.RC1 and HDK 24.1.RC1 or later",
+    },
+    {
+        "cann": "8.0.0",
+        "trains": [],
+        "oldest": None,
+        "source": "no CANN 8.0.0 note found; oldest from CANN 8.0.RC1 (monotonic rule)",
+    },
+    {
+        "cann": "8.1.RC1",
+        "trains": ["25.0.rc1"],
+        "oldest": None,
+        "source": "Ascend Deployer downloader/software/CANN_8.1.RC1.json (NPU 25.0.RC1); "
+        "oldest from CANN 8.0.RC1 (monotonic rule)",
+    },
+    {
+        "cann": "8.2.RC1",
+        "trains": ["25.2.0", "25.0.rc1", "24.1.0", "24.1.rc3", "24.1.rc2"],
+        "oldest": "24.1.rc2",
+        "source": "hiascend MindIE 2.1.RC1 release note",
+    },
+    {
+        "cann": "8.3.RC1",
+        "trains": ["25.3.rc1"],
+        "oldest": None,
+        "source": "Ascend Deployer downloader/software/CANN_8.3.RC1.json (NPU 25.3.RC1); "
+        "oldest from CANN 8.2.RC1 (monotonic rule)",
+    },
+    {
+        "cann": "8.3.RC2",
+        "trains": [],
+        "oldest": None,
+        "source": "no CANN 8.3.RC2 note found; oldest from CANN 8.2.RC1 (monotonic rule)",
+    },
+    {
+        "cann": "8.5.0.alpha001",
+        "trains": ["25.2"],
+        "oldest": None,
+        "source": "hiascend CANN 8.5.0.alpha001 release note",
+    },
     {
         "cann": "8.5.0",
         "trains": ["25.5", "25.3", "25.2", "25.0"],
@@ -61,48 +109,23 @@ HDK_PAIRINGS: list[dict] = [
         "source": "gitcode Ascend/release-management MindIE 26.0.0 release note "
         "(CANN 8.5.1 uses the HDK set of 8.5.0)",
     },
-    {
-        "cann": "8.5.0.alpha001",
-        "trains": ["25.2"],
-        "oldest": None,
-        "source": "hiascend CANN 8.5.0.alpha001 release note",
-    },
-    {
-        "cann": "8.2.RC1",
-        "trains": ["25.2.0", "25.0.rc1", "24.1.0", "24.1.rc3", "24.1.rc2"],
-        "oldest": "24.1.rc2",
-        "source": "hiascend MindIE 2.1.RC1 release note",
-    },
-    {
-        "cann": "8.3.RC1",
-        "trains": ["25.3.rc1"],
-        "oldest": None,
-        "source": "Ascend Deployer downloader/software/CANN_8.3.RC1.json",
-    },
-    {
-        "cann": "8.0.RC1",
-        "trains": ["24.1.rc1"],
-        "oldest": None,
-        "source": "hiascend MindCluster 6.0.RC1 release note",
-    },
-    {
-        "cann": "9.1.0",
-        "trains": ["26.1.0", "25.7.rc1", "25.6.rc1", "25.1.rc1"],
-        # Inferred, not published: no CANN release has accepted an older HDK than its
-        # predecessor did, and 8.5.x already needs 25.0 or newer.
-        "oldest": "25.0.rc1",
-        "source": "hiascend MindCluster 26.1.0 patch note (HDK 26.1.0; Atlas 350 25.7.RC1, "
-        "Atlas 850 25.6.RC1, Atlas 950 SuperPoD 25.1.RC1); oldest inferred from CANN 8.5.x",
-    },
     *(
         {
             "cann": cann,
             "trains": [],
-            "oldest": "25.0.rc1",
-            "source": "no release note found; oldest inferred from CANN 8.5.x (25.0.X and newer)",
+            "oldest": None,
+            "source": f"no CANN {cann} note found; oldest from CANN 8.5.x (monotonic rule)",
         }
         for cann in ("9.0.0", "9.0.1")
     ),
+    {
+        "cann": "9.1.0",
+        "trains": ["26.1.0", "25.7.rc1", "25.6.rc1", "25.1.rc1"],
+        "oldest": None,
+        "source": "hiascend MindCluster 26.1.0 patch note (HDK 26.1.0; Atlas 350 25.7.RC1, "
+        "Atlas 850 25.6.RC1, Atlas 950 SuperPoD 25.1.RC1); oldest from CANN 8.5.x "
+        "(monotonic rule)",
+    },
 ]
 
 
@@ -527,23 +550,52 @@ def _train_match(driver: str, train: str) -> bool:
     return d == t or d.startswith(t + ".")
 
 
+def cann_release(spec: str) -> str | None:
+    """The CANN version a matrix cell names (``8.0.0 (Dockerfile)``, ``>=8.0.RC2``)."""
+    spec = str(spec or "")
+    exact = pinned_version(spec)
+    if exact and is_version(exact):
+        return exact
+    bound = re.match(r"^\s*>=?\s*([0-9][\w.]*)\s*$", spec)
+    return bound.group(1) if bound and is_version(bound.group(1)) else None
+
+
+def oldest_driver(cann: str) -> tuple[str, str] | None:
+    """The oldest HDK that ``cann`` accepts and the CANN release that states it.
+
+    Monotonic rule: no CANN release accepts an older HDK than its predecessor, so the floor
+    is the highest ``oldest`` stated for ``cann`` or any earlier release (also for CANN
+    releases the table does not list).
+    """
+    if not is_version(cann):
+        return None
+    best: tuple[str, str] | None = None
+    for pairing in HDK_PAIRINGS:
+        oldest = pairing["oldest"]
+        if not oldest or version_key(pairing["cann"]) > version_key(cann):
+            continue
+        if best is None or version_key(oldest) > version_key(best[0]):
+            best = (oldest, pairing["cann"])
+    return best
+
+
 def driver_supports_cann(driver_version: str, cann: str) -> bool | None:
     """Published pairing of driver (HDK) ``driver_version`` with ``cann``.
 
-    True: listed in a release note; False: older than the oldest driver a release note
-    lists; None: no published statement (newer drivers, unlisted CANN releases).
+    True: listed in a release note; False: older than the oldest HDK the release (or an
+    earlier one, by the monotonic rule) accepts; None: no published statement (a driver
+    newer than the note, a CANN release without a note).
     """
     if not is_version(driver_version) or not is_version(cann):
         return None
     for pairing in HDK_PAIRINGS:
-        if not same_release(pairing["cann"], cann):
-            continue
-        if any(_train_match(driver_version, t) for t in pairing["trains"]):
+        if same_release(pairing["cann"], cann) and any(
+            _train_match(driver_version, t) for t in pairing["trains"]
+        ):
             return True
-        oldest = pairing["oldest"]
-        if oldest and version_key(driver_version) < version_key(oldest):
-            return False
-        return None
+    floor = oldest_driver(cann)
+    if floor and version_key(driver_version) < version_key(floor[0]):
+        return False
     return None
 
 
@@ -552,7 +604,25 @@ def pairing_source(cann: str) -> str | None:
     for pairing in HDK_PAIRINGS:
         if is_version(cann) and same_release(pairing["cann"], cann):
             return pairing["source"]
+    floor = oldest_driver(cann)
+    if floor:
+        return f"not listed; oldest HDK {floor[0]} from CANN {floor[1]} (monotonic rule)"
     return None
+
+
+def pairing_note(driver: str, cann: str) -> str | None:
+    """A warning when ``driver`` with ``cann`` is not published (None when it is, or too old)."""
+    if driver_supports_cann(driver, cann) is not None:
+        return None
+    listed = next(
+        (p["trains"] for p in HDK_PAIRINGS if is_version(cann) and same_release(p["cann"], cann)),
+        [],
+    )
+    return (
+        f"driver {driver} with CANN {cann}: pairing not published"
+        + (f" (the release notes list HDK {', '.join(listed)})" if listed else "")
+        + f"; source: {pairing_source(cann) or 'none'}"
+    )
 
 
 def describe_row(
@@ -602,25 +672,36 @@ def resolve_for_driver(
     registry: str = DEFAULT_REGISTRY,
 ) -> dict:
     """Newest release whose CANN the host's NPU driver can run (container mode: CANN is in
-    the image). Releases skipped for the driver are listed in ``skipped_for_driver``; none
-    runnable is CheckFailed telling the operator to upgrade the driver and firmware.
+    the image). Releases skipped for the driver are listed in ``skipped_for_driver``; a
+    pairing that is not published is kept with a note (``driver_pairing``: published,
+    unpublished or unknown), naming the newest release whose pairing is published. None
+    runnable is CheckFailed naming the HDK to upgrade to.
     """
     rows = [r for r in load_matrix() if hardware_support(r, hardware)[0]]
     if not allow_rc:
         rows = [r for r in rows if not is_prerelease(r["vllm_ascend"])]
     rows.sort(key=lambda r: version_key(r["vllm_ascend"]), reverse=True)
     refused: list[str] = []
+    floors: list[tuple[str, str, str]] = []  # (oldest HDK, CANN, release) of refused rows
     seen: set[str] = set()
+    found: dict | None = None
+    verdict: bool | None = None
+    published_alt: str | None = None
     for row in rows:
         cann = row_cann(row, hardware)
         if cann in seen:
             continue
         seen.add(cann)
-        if driver and driver_supports_cann(driver, cann) is False:
+        release = cann_release(cann) or cann
+        ok = driver_supports_cann(driver, release) if driver else None
+        if ok is False:
             refused.append(f"{row['vllm_ascend']} (CANN {cann})")
+            floor = oldest_driver(release)
+            if floor:
+                floors.append((floor[0], release, row["vllm_ascend"]))
             continue
         try:
-            found = resolve(
+            candidate = resolve(
                 cann,
                 hardware,
                 python=python,
@@ -630,13 +711,70 @@ def resolve_for_driver(
             )
         except CheckFailed:
             continue
-        if refused:
-            found.setdefault("notes", []).append(
-                f"driver {driver} is too old for {', '.join(refused[:3])}; picked CANN {cann}"
-            )
-        found["skipped_for_driver"] = refused
-        return found
-    raise CheckFailed(
+        if found is None:
+            found, verdict = candidate, ok
+            if ok is True or not driver:
+                break
+        elif ok is True:
+            published_alt = f"{candidate['vllm_ascend']} (CANN {candidate['cann']})"
+            break
+    if found is None:
+        raise CheckFailed(_no_release_for_driver(driver, hardware, refused, floors))
+    notes = found.setdefault("notes", [])
+    if refused:
+        notes.append(
+            f"driver {driver} is too old for {', '.join(refused[:3])}; picked CANN {found['cann']}"
+        )
+    found["skipped_for_driver"] = refused
+    found["driver_pairing"] = "unknown" if not driver else "published" if verdict else "unpublished"
+    if driver and verdict is None:
+        note = pairing_note(driver, cann_release(found["cann"]) or found["cann"])
+        if note:
+            if published_alt:
+                note += f"; newest release with a published pairing: {published_alt}"
+            notes.append(note)
+            found["driver_note"] = note
+    return found
+
+
+def upgrade_advice(driver: str, hardware: str = "a2") -> str | None:
+    """The HDK upgrade that lets ``driver``'s host run an image (None when one runs now)."""
+    try:
+        resolve_for_driver(driver, hardware)
+    except CheckFailed as exc:
+        return str(exc).split("; ", 1)[-1]
+    return None
+
+
+def _no_release_for_driver(
+    driver: str | None, hardware: str, refused: list[str], floors: list[tuple[str, str, str]]
+) -> str:
+    """'Driver too old for every image' with the HDK to upgrade to."""
+    msg = (
         f"no vllm-ascend release for {hardware} runs on driver {driver}: "
-        f"{', '.join(refused) or 'none listed'}; upgrade the NPU driver and firmware"
+        f"{', '.join(refused) or 'none listed'}"
     )
+    if floors:
+        newest = floors[0]
+        lowest = min(floors, key=lambda f: version_key(f[0]))
+        listed = [
+            t
+            for p in HDK_PAIRINGS
+            if same_release(p["cann"], newest[1])
+            for t in p["trains"]
+            if is_version(t)
+        ]
+        target = (
+            f"{max(listed, key=version_key)} (published for CANN {newest[1]})"
+            if listed
+            else f"{newest[0]} or newer (CANN {newest[1]})"
+        )
+        msg += (
+            f"; upgrade the NPU driver and firmware (Ascend HDK; firmware, then driver, then "
+            f"reboot) to {target} for {newest[2]}"
+        )
+        if lowest[0] != newest[0]:
+            msg += f", at least {lowest[0]} for {lowest[2]} (CANN {lowest[1]})"
+    else:
+        msg += "; upgrade the NPU driver and firmware"
+    return msg

@@ -200,6 +200,46 @@ def test_for_driver_too_old_for_every_release_says_upgrade(monkeypatch):
         compat.resolve_for_driver("1.0.0", "a2")
 
 
+def test_monotonic_rule_holds_for_every_release_in_the_matrix():
+    """No CANN release of the matrix accepts an older HDK than an earlier release does."""
+    canns = sorted(
+        {c for r in compat.load_matrix() if (c := compat.cann_release(r.get("cann", "")))},
+        key=compat.version_key,
+    )
+    floors = [compat.oldest_driver(c) for c in canns]
+    assert all(floors), dict(zip(canns, floors))  # every release has a floor
+    keys = [compat.version_key(f[0]) for f in floors]
+    assert keys == sorted(keys), list(zip(canns, floors))
+
+
+@pytest.mark.parametrize("allow_rc", [False, True])
+@pytest.mark.parametrize("driver", ["23.0.0", "7.0.0"])
+def test_driver_too_old_for_every_image_names_the_upgrade(driver, allow_rc, capsys):
+    """Issue 16 §2: HDK 23.0.0 (no CANN) got v0.11.0 (CANN 8.3.RC2); --driver 7.0.0 too."""
+    with pytest.raises(CheckFailed) as err:
+        compat.resolve_for_driver(driver, "a2", allow_rc=allow_rc)
+    msg = str(err.value)
+    assert f"runs on driver {driver}" in msg and "v0.11.0" in msg
+    assert "upgrade the NPU driver and firmware" in msg
+    assert "26.1.0 (published for CANN 9.1.0) for v0.23.0" in msg
+    argv = ["compat", "resolve", "--driver", driver] + (["--allow-rc"] if allow_rc else [])
+    assert main(argv) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and "upgrade the NPU driver" in out.err
+
+
+def test_unpublished_pairing_is_kept_with_a_note():
+    """Issue 11 F: HDK 25.5 with CANN 9.1 was accepted silently."""
+    row = compat.resolve_for_driver("25.5.1", "a2")
+    assert (row["vllm_ascend"], row["driver_pairing"]) == ("v0.23.0", "unpublished")
+    assert "driver 25.5.1 with CANN 9.1.0: pairing not published" in row["driver_note"]
+    assert "26.1.0" in row["driver_note"]  # what the note does list
+    assert "published pairing: v0.18.0 (CANN 8.5.1)" in row["driver_note"]
+    assert row["driver_note"] in row["notes"]
+    listed = compat.resolve_for_driver("26.1.0", "a2")
+    assert listed["driver_pairing"] == "published" and "driver_note" not in listed
+
+
 def test_pinned_release_is_described_or_refused():
     row = compat.resolve_pinned("v0.11.0", "a2")
     assert (row["vllm_ascend"], row["hardware"]) == ("v0.11.0", "a2")
@@ -316,7 +356,14 @@ def test_check_bad_installed(installed, message):
         ("23.0.7", "8.2.RC1", False),
         ("26.1.0", "9.1.0", True),
         ("25.5.0", "9.1.0", None),
-        ("25.0.rc1.1", "8.1.RC1", None),  # no published pairing for 8.1.RC1
+        ("25.0.rc1.1", "8.1.RC1", True),  # Ascend Deployer's CANN_8.1.RC1.json
+        ("25.3.rc1", "8.3.RC1", True),
+        # Monotonic rule: a release without a stated floor inherits its predecessors'.
+        ("23.0.0", "8.3.RC2", False),  # the README's driver-only starting point
+        ("24.1.rc1", "8.3.RC2", False),  # 8.2.RC1 already needs 24.1.RC2
+        ("25.3.1", "8.3.RC2", None),  # no note lists 8.3.RC2's HDK set
+        ("23.0.0", "8.0.0", False),  # Atlas A2: HDK 24.1.RC1 or later
+        ("24.9.9", "9.2.0", False),  # an unlisted future CANN inherits 8.5.x's floor
         ("garbage", "8.5.0", None),
     ],
 )
