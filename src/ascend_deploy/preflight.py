@@ -262,7 +262,8 @@ def runtime_checks(info: dict, hardware: str) -> list[dict]:
                 "fail",
                 f"driver {driver['version']} is older than every HDK published for the CANN "
                 "of the final vllm-ascend images",
-                "upgrade the Ascend HDK (firmware, then driver, then reboot)",
+                compat.upgrade_advice(driver["version"], hardware)
+                or "upgrade the Ascend HDK (firmware, then driver, then reboot)",
             )
         )
         return out

@@ -94,6 +94,16 @@ def test_container_host_picks_an_image_the_driver_supports(tmp_path):
     assert "versions.nnal" not in c
 
 
+def test_driver_only_host_too_old_for_every_image_fails_with_the_upgrade(tmp_path):
+    """Issue 16 §2: a driver-only host with HDK 23.x was given v0.11.0 (CANN 8.3.RC2)."""
+    result = run_preflight(host(tmp_path, "driver-only-23"), npu_info=npu(B4_64))
+    c = checks_of(result)
+    assert result["ok"] is False
+    assert c["compat.runtime"]["status"] == "fail"
+    assert "driver 23.0.7 is older than every HDK" in c["compat.runtime"]["evidence"]
+    assert "26.1.0 (published for CANN 9.1.0)" in c["compat.runtime"]["fix"]
+
+
 def test_unresolvable_cann_and_loaded_driver_match(tmp_path):
     result = run_preflight(host(tmp_path, "modelarts-7.0"), npu_info=npu(B4_64))
     c = checks_of(result)
