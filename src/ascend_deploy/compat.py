@@ -6,7 +6,7 @@ shared/reference/compat-matrix.yaml, whose sources are kept in its ``sources`` l
 requirements.txt per tag). Image suffixes follow vllm-ascend
 ``.github/workflows/schedule_image_build_and_push.yaml`` (shared/reference/vllm-ascend.md
 §2.1). Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
-(shared/reference/ascend-host.md §5.3). Standard library only.
+(docs/compat-sources.md). Standard library only.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ PIP_NAMES = {
 IMAGE_SUFFIX = {"a2": "", "a3": "-a3", "310p": "-310p", "a5": "-a5"}
 IMAGE_SINCE = {"a3": "v0.10.0rc1", "310p": "v0.9.1rc1", "a5": "v0.17.0rc1"}
 
-# Published driver/HDK <-> CANN pairings (ascend-host.md §5.3; sources in docs/compat-sources.md).
+# Published driver/HDK <-> CANN pairings (public sources in docs/compat-sources.md).
 # ``trains``: driver versions a note lists for the CANN (a listed "25.5" covers 25.5.X);
 # ``oldest``: the oldest HDK a note states for it. Huawei's rule, applied to every release by
 # ``oldest_driver``: no CANN release accepts an older HDK than its predecessor did, so a
