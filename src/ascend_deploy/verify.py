@@ -223,7 +223,9 @@ class Verifier:
                 if status != 200:
                     raise HttpStatus(status, "not healthy", "/health")
                 models = self.client.get_json("/v1/models", timeout=max(1.0, min(10.0, left)))
-                names = [m.get("id") for m in (models.get("data") or []) if isinstance(m, dict)]
+                if not isinstance(models, dict) or not isinstance(models.get("data"), list):
+                    raise BadResponse("/v1/models is not an OpenAI model list")
+                names = [m.get("id") for m in models["data"] if isinstance(m, dict)]
                 if not names:
                     raise BadResponse("/v1/models lists no model")
                 if self.model is None:
@@ -235,7 +237,9 @@ class Verifier:
                         "fix --model / vllm_service_served_model_name"
                     )
                     break
-                entry = next(m for m in models["data"] if m.get("id") == self.model)
+                entry = next(
+                    m for m in models["data"] if isinstance(m, dict) and m.get("id") == self.model
+                )
                 self.server.update(
                     models=names,
                     max_model_len=entry.get("max_model_len"),
@@ -249,8 +253,8 @@ class Verifier:
                     check.ok = False
                     check.detail = (
                         f"HTTP {exc.status} from {exc.path} ({exc.message}): the API key is "
-                        "missing or wrong; pass the service's key with --api-key (or VLLM_API_KEY; "
-                        "bundle: vllm_service_api_key)"
+                        "missing or wrong; pass the service's key in VLLM_API_KEY or "
+                        "--api-key-file (bundle: vllm_service_api_key)"
                     )
                     break
                 last = str(exc)
@@ -270,7 +274,9 @@ class Verifier:
         if check.ok:
             try:
                 version = self.client.get_json("/version", timeout=10)
-                self.server["version"] = version.get("version")
+                self.server["version"] = (
+                    version.get("version") if isinstance(version, dict) else None
+                )
             except RequestFailed:
                 self.server["version"] = None
         return self._add(check)
@@ -393,6 +399,8 @@ class Verifier:
             ):
                 if event == "[DONE]":
                     break
+                if not isinstance(event, dict):
+                    raise BadResponse(f"SSE event is not a JSON object: {excerpt(str(event), 80)}")
                 chunks += 1
                 if event.get("usage"):
                     usage = event["usage"]
@@ -407,6 +415,9 @@ class Verifier:
                     finish = choice.get("finish_reason") or finish
         except RequestFailed as exc:
             return {"ok": False, "error": str(exc), "error_type": type(exc).__name__}
+        except (AttributeError, TypeError) as exc:
+            error = f"malformed stream event ({exc})"
+            return {"ok": False, "error": error, "error_type": "BadResponse"}
         end = time.monotonic()
         r, answer = split_thinking(
             {"content": "".join(text), "reasoning_content": "".join(reasoning)}

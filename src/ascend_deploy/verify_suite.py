@@ -171,6 +171,13 @@ def parse_case(raw: Any, where: str) -> Case:
 
 def _parse_text(text: str, path: str) -> Any:
     try:
+        return _parse(text, path)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a suite") from None
+
+
+def _parse(text: str, path: str) -> Any:
+    try:
         return json.loads(text)
     except json.JSONDecodeError as json_exc:
         try:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 
 from ..cli import emit
 from ..errors import InputError
+
+KEY_ENV = "VLLM_API_KEY"
+MAX_KEY = 4096
 
 
 def _positive_int(text: str) -> int:
@@ -32,10 +36,18 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True, help="base URL of the service (http://HOST:PORT)")
-    parser.add_argument(
+    key = parser.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="file holding the service's bearer key (one line). Without this option or "
+        f"--api-key the key is read from ${KEY_ENV}, the preferred way",
+    )
+    key.add_argument(
         "--api-key",
-        default=os.environ.get("VLLM_API_KEY") or None,
-        help="bearer key of the service (default: $VLLM_API_KEY)",
+        metavar="KEY",
+        help=f"the bearer key itself; avoid it: argv is visible to every user in ps (use "
+        f"${KEY_ENV} or --api-key-file)",
     )
     parser.add_argument("--model", help="served model name (default: the first one listed)")
     parser.add_argument("--suite", metavar="FILE", help="YAML/JSON suite (default: shipped suite)")
@@ -80,6 +92,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
 
+def valid_key(key: str, where: str) -> str:
+    """``key`` if it can travel in an HTTP header; InputError naming ``where`` otherwise."""
+    if not key:
+        raise InputError(f"{where}: the API key is empty")
+    if len(key) > MAX_KEY or any(not ("!" <= ch <= "~") for ch in key):
+        raise InputError(
+            f"{where}: the API key must be one line of at most {MAX_KEY} visible ASCII "
+            "characters (no spaces or control characters)"
+        )
+    return key
+
+
+def read_key_file(path: str) -> str:
+    """The key in ``path`` (trailing newline removed); InputError for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise InputError(f"--api-key-file {path}: cannot open ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"--api-key-file {path}: not a regular file")
+        raw = os.read(fd, MAX_KEY + 2)
+    except OSError as exc:
+        raise InputError(f"--api-key-file {path}: cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise InputError(f"--api-key-file {path}: not an ASCII key") from None
+    return valid_key(text.removesuffix("\n").removesuffix("\r"), f"--api-key-file {path}")
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """--api-key-file, else --api-key, else $VLLM_API_KEY, else None."""
+    if args.api_key_file:
+        return read_key_file(args.api_key_file)
+    if args.api_key is not None:
+        return valid_key(args.api_key, "--api-key")
+    env = os.environ.get(KEY_ENV)
+    return valid_key(env, f"${KEY_ENV}") if env else None
+
+
 def write_report(report: dict, directory: str) -> list[str]:
     from ..verify import render_markdown
 
@@ -99,10 +154,11 @@ def write_report(report: dict, directory: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ..verify import Options, render_human, run_verify
 
+    key = api_key(args)
     try:
         opts = Options(
             url=args.url,
-            api_key=args.api_key,
+            api_key=key,
             model=args.model,
             suite=args.suite,
             concurrency=args.concurrency,
