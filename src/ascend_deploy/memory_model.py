@@ -11,7 +11,13 @@ formula to numbers known before the start, per NPU of a replica (MB means MiB, t
 
     kv_budget = HBM_total x utilization - HBM_used_by_others - weights / TP
                 - activation - graph_capture - runtime_reserve - hccl
-    kv_capacity_tokens = floor(kv_budget / (kv_bytes_per_token / TP x block)) x block
+    kv_capacity_tokens = floor(kv_budget / (kv_bytes_per_token_per_npu x block)) x block
+
+KV bytes per token per NPU: MHA/GQA layers cache K and V of kv_heads / TP heads (at least one
+head per rank); MLA layers (DeepSeek-V2/V3, Kimi K2) cache kv_lora_rank + qk_rope_head_dim
+values, the same on every rank. MoE weights are all resident: every expert's bytes count, split
+over the TP group (with ``--enable-expert-parallel`` whole experts are spread over the same
+ranks instead of slices of every expert: the same bytes per NPU).
 
 ``HBM_used_by_others`` is what ``npu-smi`` reports as used on the card before the start
 (it includes the ~3.3 GB a 910B shows at idle, reference peers.md §3.4; torch_npu
@@ -32,7 +38,8 @@ likewise sees only ~61 of 64 GiB). Constants, each in one place (``MemoryModel``
   HCCL_BUFFSIZE default of 200 MB and "each communicator occupies 2 x HCCL_BUFFSIZE"
   (hiascend.com CANN env reference envref_07_0080).
 * Peak activation of the profiling run, estimated from the shapes:
-  ``profile_batched_tokens`` x (4 x hidden + 2 x intermediate / TP) x dtype bytes for the
+  ``profile_batched_tokens`` x (4 x hidden + 2 x intermediate / TP) x dtype bytes (for MoE the
+  intermediate is the routed experts' top-k width plus the shared experts') for the
   residual stream, attention and MLP intermediates, plus the sampler's float32 logits and
   probabilities, max_num_seqs x vocab x 8 bytes. ``profile_batched_tokens`` 8192 is the
   largest default ``max_num_batched_tokens`` of vLLM's V1 online server (2048 or 8192
@@ -53,6 +60,8 @@ Planning policy constants:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+from .model_info import kv_values_per_token_per_layer
 
 MIB = 1 << 20
 
@@ -75,22 +84,36 @@ class MemoryModel:
         return asdict(self)
 
     def kv_bytes_per_token_per_npu(self, model: dict, tp: int) -> int:
-        """KV bytes per token on one NPU: each rank holds kv_heads / TP heads (at least 1)."""
-        heads_per_npu = max(1, model["num_key_value_heads"] // tp)
+        """KV bytes per token on one NPU: MHA/GQA ranks hold kv_heads / TP heads (at least
+        1); MLA ranks each hold the whole latent (``model_info.kv_values_per_token_per_layer``)."""
         return (
-            2
-            * model["num_hidden_layers"]
-            * heads_per_npu
-            * model["head_dim"]
+            model["num_hidden_layers"]
+            * kv_values_per_token_per_layer(model, tp)
             * model.get("kv_dtype_bytes", 2)
         )
+
+    @staticmethod
+    def mlp_width(model: dict) -> int:
+        """The widest MLP intermediate one token produces: the dense ``intermediate_size``,
+        or for MoE the routed experts' ``experts_per_token x moe_intermediate_size`` plus the
+        shared experts, whichever is larger."""
+        hidden = model["hidden_size"]
+        dense = model.get("intermediate_size") or 4 * hidden
+        moe = model.get("moe")
+        if not moe:
+            return dense
+        expert = moe.get("moe_intermediate_size") or dense
+        shared = moe.get("shared_expert_intermediate_size") or (
+            moe.get("shared_experts", 0) * expert
+        )
+        return max(dense, moe["experts_per_token"] * expert + shared)
 
     def activation_mb(self, model: dict, tp: int, max_num_seqs: int | None = None) -> int:
         """Estimated peak activation of the profiling run on one NPU, in MB."""
         seqs = max_num_seqs or self.default_max_num_seqs
         dtype_bytes = model.get("kv_dtype_bytes", 2)
         hidden = model["hidden_size"]
-        inter = model.get("intermediate_size") or 4 * hidden
+        inter = self.mlp_width(model)
         stream = self.profile_batched_tokens * (4 * hidden + 2 * inter // tp) * dtype_bytes
         sampler = seqs * model["vocab_size"] * 8
         return -(-(stream + sampler) // MIB)

@@ -25,6 +25,29 @@ _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4
 _POSITION_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
 # RoPE types whose ``factor`` does not lengthen the context vLLM derives (see context_limit).
 _ROPE_TYPES_KEEPING_LENGTH = ("su", "longrope", "llama3")
+# Decoder families whose KV cache the planner sizes: every layer full attention, one K and one
+# V vector of head_dim per KV head per token (MHA/GQA), or MLA (below). Multimodal wrappers count
+# by their text model (``text_config``); their vision encoder's activations are not budgeted.
+SIZED_MODEL_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
+        "qwen2_vl",
+        "qwen2_5_vl",
+        "qwen3_vl",
+        "qwen3_vl_moe",
+        "qwen3_vl_text",
+        "qwen3_vl_moe_text",
+    }
+)
 
 
 def _arch_section(config: dict, path: str) -> dict:
@@ -88,6 +111,10 @@ def read_architecture(config: dict, path: str = "config.json") -> dict:
     dtype = sec.get("torch_dtype", sec.get("dtype", config.get("torch_dtype", "bfloat16")))
     if not isinstance(dtype, str):
         raise InputError(f"{path}: 'torch_dtype' must be a string, got {dtype!r}")
+    mla = _mla(sec, path)
+    moe = _moe(sec, path)
+    if mla and mla["qk_nope_head_dim"] and sec.get("head_dim") is None:
+        head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]  # query/key head size
     return {
         "model_type": model_type,
         "architectures": config.get("architectures")
@@ -108,7 +135,107 @@ def read_architecture(config: dict, path: str = "config.json") -> dict:
         "tie_word_embeddings": bool(
             sec.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
         ),
+        "attention": "mla" if mla else "mha",
+        "mla": mla,
+        "moe": moe,
+        "unsized": unsized_reason(config, sec, model_type, mla),
     }
+
+
+def _opt_int(sec: dict, keys: tuple[str, ...], path: str) -> int | None:
+    for key in keys:
+        if sec.get(key) is not None:
+            return _positive_int(sec, key, path)
+    return None
+
+
+def _mla(sec: dict, path: str) -> dict | None:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): vLLM caches one compressed
+    latent of ``kv_lora_rank`` values plus the shared RoPE key of ``qk_rope_head_dim`` values
+    per layer and token, the same on every TP rank (vLLM ``MLAAttention``; DeepSeek-V2 paper
+    section 2.1). Present when the config has ``kv_lora_rank``."""
+    if sec.get("kv_lora_rank") is None:
+        return None
+    rank = _positive_int(sec, "kv_lora_rank", path)
+    rope = _positive_int(sec, "qk_rope_head_dim", path)
+    nope = _positive_int(sec, "qk_nope_head_dim", path, required=False)
+    v_dim = _positive_int(sec, "v_head_dim", path, required=False)
+    return {
+        "kv_lora_rank": rank,
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": nope,
+        "v_head_dim": v_dim,
+        "q_lora_rank": sec.get("q_lora_rank"),
+    }
+
+
+def _moe(sec: dict, path: str) -> dict | None:
+    """Mixture of experts: every expert's weights stay resident (their bytes are in the shard
+    headers); a token runs through ``experts_per_token`` routed experts plus the shared ones."""
+    experts = _opt_int(sec, ("n_routed_experts", "num_experts", "num_local_experts"), path)
+    if experts is None or experts < 2:
+        return None
+    per_token = _opt_int(sec, ("num_experts_per_tok", "moe_top_k"), path) or 1
+    inter = _opt_int(sec, ("moe_intermediate_size",), path) or _opt_int(
+        sec, ("intermediate_size",), path
+    )
+    shared = _opt_int(sec, ("n_shared_experts",), path) or 0
+    shared_inter = _opt_int(sec, ("shared_expert_intermediate_size",), path)
+    return {
+        "experts": experts,
+        "experts_per_token": per_token,
+        "moe_intermediate_size": inter,
+        "shared_experts": shared,
+        "shared_expert_intermediate_size": shared_inter,
+        "first_dense_layers": _opt_int(sec, ("first_k_dense_replace",), path) or 0,
+    }
+
+
+def unsized_reason(config: dict, sec: dict, model_type: str | None, mla: dict | None) -> str | None:
+    """Why the planner cannot size this model's KV cache, or None when it can.
+
+    The planner knows two cache layouts: full attention with K and V per KV head (every layer
+    alike) and MLA. Anything else (sliding-window or linear-attention layers, state-space
+    layers, DeepSeek sparse attention's indexer cache, an unknown model type) would be sized
+    wrong, so it is refused with what sizing it would need.
+    """
+    layer_types = sec.get("layer_types")
+    if isinstance(layer_types, list):
+        other = sorted({str(t) for t in layer_types if t != "full_attention"})
+        if other:
+            return (
+                f"its layer_types mix full attention with {', '.join(other)} layers, whose "
+                "cache is not K and V per token in every layer; sizing it needs the per-layer "
+                "cache layout (window length, or the recurrent state size of linear attention)"
+            )
+    if sec.get("use_sliding_window") and sec.get("sliding_window"):
+        return (
+            f"it uses sliding-window attention (sliding_window {sec.get('sliding_window')}); "
+            "sizing it needs vLLM's per-layer window cache layout"
+        )
+    hybrid = [
+        k
+        for k in ("full_attention_interval", "linear_num_value_heads", "mamba_d_state", "ssm_cfg")
+        if k in sec
+    ]
+    if hybrid:
+        return (
+            f"it has linear-attention or state-space layers ({', '.join(hybrid)}); sizing it "
+            "needs the recurrent state size per sequence besides the per-token KV cache"
+        )
+    if sec.get("index_topk") is not None or sec.get("index_head_dim") is not None:
+        return (
+            "it uses DeepSeek sparse attention, whose indexer keeps its own key cache per "
+            "token besides the MLA cache; sizing it needs index_head_dim and that cache's dtype"
+        )
+    if mla is None and model_type not in SIZED_MODEL_TYPES:
+        known = ", ".join(sorted(SIZED_MODEL_TYPES))
+        return (
+            f"model_type {model_type!r} is not one the planner sizes ({known}); sizing it "
+            "needs its KV-cache layout per layer (attention kind, cached heads and values per "
+            "token), added to ascend_deploy.model_info"
+        )
+    return None
 
 
 def _rope_entries(sec: dict, path: str) -> list[dict]:
@@ -193,15 +320,26 @@ def context_limit(
     return limit, chosen, source
 
 
+def kv_values_per_token_per_layer(arch: dict, tp: int = 1) -> int:
+    """Cached values one token holds in one layer on one rank of a TP group.
+
+    MHA/GQA: K and V for each KV head the rank holds, ``2 x max(1, kv_heads / TP) x head_dim``
+    (ranks beyond the KV head count hold a replica). MLA: the latent plus the RoPE key,
+    ``kv_lora_rank + qk_rope_head_dim``, replicated on every rank (DeepSeek-V3: 512 + 64).
+    """
+    mla = arch.get("mla")
+    if mla:
+        return mla["kv_lora_rank"] + mla["qk_rope_head_dim"]
+    return 2 * max(1, arch["num_key_value_heads"] // tp) * arch["head_dim"]
+
+
 def kv_bytes_per_token(arch: dict, kv_dtype_bytes: int = 2) -> int:
-    """KV-cache bytes one token occupies: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
-    return (
-        2
-        * arch["num_hidden_layers"]
-        * arch["num_key_value_heads"]
-        * arch["head_dim"]
-        * kv_dtype_bytes
-    )
+    """KV-cache bytes one token occupies (one full copy): layers x cached values x bytes.
+
+    MHA/GQA: 2 (K and V) x layers x kv_heads x head_dim x bytes; MLA: layers x
+    (kv_lora_rank + qk_rope_head_dim) x bytes (DeepSeek-V3: 61 x 576 x 2 = 70,272).
+    """
+    return arch["num_hidden_layers"] * kv_values_per_token_per_layer(arch) * kv_dtype_bytes
 
 
 def _quantization(config: dict, model_dir: str, cfg_path: str) -> tuple[str | None, list | None]:

@@ -10,8 +10,11 @@ Decisions (issue 2 §4; pitfalls in /work/shared/reference/error-signatures.md):
   BF16: the weight bytes double (pitfall 2). ``argv`` names the converted directory.
 * ``--quantization ascend`` only with ``quant_model_description.json`` (ModelSlim); any
   ``--quantization`` that does not match the checkpoint is refused (pitfall 7).
-* TP must divide both the attention and the KV head counts (pitfall 8). Without ``--tp``
-  the smallest valid TP that fits is chosen and every remaining NPU gets its own replica.
+* Only architectures whose KV cache the planner knows are sized (MHA/GQA, MLA; dense or MoE,
+  ``model_info.unsized_reason``); any other is refused by name with what sizing it needs.
+* TP must divide both the attention and the KV head counts (pitfall 8; MLA: the heads).
+  Without ``--tp`` the smallest valid TP that fits is chosen and every remaining NPU gets
+  its own replica.
 * Memory: see ``memory_model``. An unpinned ``max_model_len`` is lowered to what the KV
   cache holds; a pinned one that does not fit makes the plan infeasible (pitfalls 5, 6).
 * Environment and version-specific flags come from ``data/serve_rules.json`` (pitfall 4).
@@ -345,6 +348,12 @@ def make_plan(
         )
 
     facts = inspect_model(model_dir, fp8_native=bool(hw["fp8_native"]))
+    if facts["unsized"]:
+        archs = "/".join(facts["architectures"]) or "an unnamed architecture"
+        raise CheckFailed(
+            f"{os.path.join(model_dir, 'config.json')}: the planner cannot size {archs} "
+            f"(model_type {facts['model_type']!r}): {facts['unsized']}"
+        )
     quant_flag = _resolve_quantization(facts, quantization, hw, model_dir)
     if hw.get("eager_only") and not enforce_eager:
         enforce_eager = True
@@ -367,6 +376,8 @@ def make_plan(
         )
 
     heads, kv_heads = facts["num_attention_heads"], facts["num_key_value_heads"]
+    if facts["mla"]:
+        kv_heads = heads  # MLA caches one latent per token, replicated: only heads split
     valid = valid_tp_sizes(heads, kv_heads)
     if tp is not None:
         if tp not in valid:
@@ -436,6 +447,15 @@ def make_plan(
             env[rule["name"]] = str(rule["value"])
 
     swap_gib = _swap_space(rules["flags"]["--swap-space"], ctx, host_ram_mb, t * replicas, notes)
+    ep_rule = rules["flags"].get("--enable-expert-parallel")
+    expert_parallel = bool(
+        facts["moe"] and ep_rule and rule_applies(ep_rule.get("when", {}), t, version, hw_key)
+    )
+    if expert_parallel:
+        notes.append(
+            f"MoE with {facts['moe']['experts']} experts at TP {t}: --enable-expert-parallel "
+            "spreads whole experts over the TP ranks (all experts stay resident)"
+        )
 
     if facts["needs_conversion"]:
         serve_dir = served_model_dir or os.path.normpath(model_dir) + "-bf16"
@@ -457,6 +477,8 @@ def make_plan(
             argv += ["--quantization", "ascend"]
         if enforce_eager:
             argv.append("--enforce-eager")
+        if expert_parallel:
+            argv.append("--enable-expert-parallel")
         if swap_gib:
             argv += ["--swap-space", str(swap_gib)]
         return argv + extra
@@ -506,6 +528,7 @@ def make_plan(
         "gpu_memory_utilization": gpu_memory_utilization,
         "quantization": quant_flag,
         "enforce_eager": enforce_eager,
+        "expert_parallel": expert_parallel,
         "swap_space_gib": swap_gib,
         "conversion": {
             "required": facts["needs_conversion"],
@@ -551,10 +574,20 @@ def describe(plan: dict) -> str:
     """A human-readable rendering of a plan."""
     m = plan["model"]
     mem = plan["memory"]
+    if m.get("mla"):
+        attn = (
+            f"{m['num_attention_heads']} heads, MLA latent {m['mla']['kv_lora_rank']} + rope "
+            f"{m['mla']['qk_rope_head_dim']}"
+        )
+    else:
+        attn = (
+            f"{m['num_attention_heads']}/{m['num_key_value_heads']} heads, head_dim {m['head_dim']}"
+        )
+    if m.get("moe"):
+        attn += f", MoE {m['moe']['experts']} experts (top {m['moe']['experts_per_token']})"
     lines = [
         f"model      {plan['model_dir']} ({m['model_type']}, {m['num_hidden_layers']} layers, "
-        f"{m['num_attention_heads']}/{m['num_key_value_heads']} heads, head_dim {m['head_dim']}, "
-        f"max_position_embeddings {m['max_position_embeddings']})",
+        f"{attn}, max_position_embeddings {m['max_position_embeddings']})",
         f"context    limit {m['max_model_len_limit']} tokens ({m['max_model_len_source']})",
         f"quant      {m['quant_method'] or 'none'}"
         + (f", block {m['weight_block_size']}" if m["weight_block_size"] else ""),
