@@ -10,8 +10,9 @@ module: ascend_procs
 short_description: Find processes holding the serving ports or NPU memory; end stale ones of ours
 description:
   - Thin wrapper over C(ascend_deploy.procs.find_holders) and C(procs.stop). A holder is
-    C(managed) (ours) when its systemd unit, container name or a command-line word equals one of
-    C(names) (the service and its replica container names), also through its parent processes.
+    C(managed) (ours) only when it, or a parent process, runs in a container labelled
+    C(ascend-deploy.service=<service>) (every container vllm_service starts carries it). Names in
+    command lines or container names never count, so another team's C(vllm serve) is foreign.
   - Holders inside the containers listed in C(keep) are the current replicas and are never ended.
   - With C(state=absent) the module ends managed holders outside C(keep) (and foreign holders only
     when C(kill_foreign) is true): SIGTERM, then SIGKILL after C(grace_s). Check mode reports the
@@ -22,10 +23,9 @@ options:
     type: list
     elements: int
     default: []
-  names:
-    description: Service and replica container names that mark a holder as ours.
-    type: list
-    elements: str
+  service:
+    description: Service name; containers labelled C(ascend-deploy.service) with it are ours.
+    type: str
     required: true
   keep:
     description: Container names of the replicas that stay (their processes are not stale).
@@ -66,7 +66,7 @@ EXAMPLES = r"""
 - name: Report holders of the serving ports and NPU memory
   ascend_procs:
     ports: [8000, 8001]
-    names: [vllm, vllm-0, vllm-1]
+    service: vllm
     keep: [vllm-0, vllm-1]
     npu_info: "{{ ascend_npu.info }}"
   register: holders
@@ -100,7 +100,9 @@ others_used_mb:
   returned: when npu_info is given
   type: dict
 stopped:
-  description: Results of C(procs.stop) (or the PIDs that would be ended in check mode).
+  description: >-
+    Results of C(procs.stop) (or the PIDs that would be ended in check mode), each with what was
+    ended - pid, result, detail, foreign, argv, user, container_name, memory_mb, npus, port.
   returned: always
   type: list
 """
@@ -129,29 +131,25 @@ def _in_our_way(entry: dict, npus: list[int]) -> bool:
 
 
 def collect(p: dict) -> dict:
-    """Run find_holders for every port and name; merge by pid (managed under any name wins)."""
-    container_names = procs.docker_container_names()
+    """Run find_holders for every port and the NPUs; merge the entries by pid."""
+    containers = procs.docker_containers()
     merged: dict[int, dict] = {}
-    for name in p["names"]:
-        scans = [(port, None) for port in p["ports"]] + [(None, p["npu_info"])]
-        for port, npu_info in scans:
-            if npu_info is None and port is None:
+    scans = [(port, None) for port in p["ports"]] + [(None, p["npu_info"])]
+    for port, npu_info in scans:
+        if npu_info is None and port is None:
+            continue
+        found = procs.find_holders(
+            port, p["service"], npu_info, proc_root=p["proc_root"], containers=containers
+        )
+        for entry in found["listeners"] + found["npu_holders"]:
+            pid = entry.get("pid")
+            if not pid or not entry.get("alive"):
                 continue
-            found = procs.find_holders(
-                port, name, npu_info, proc_root=p["proc_root"], container_names=container_names
-            )
-            for entry in found["listeners"] + found["npu_holders"]:
-                pid = entry.get("pid")
-                if not pid or not entry.get("alive"):
-                    continue
-                entry = dict(entry, port=port if port is not None else entry.get("port"))
-                old = merged.get(pid)
-                if old is None or (entry.get("managed") and not old.get("managed")):
-                    if old and old.get("npus") and not entry.get("npus"):
-                        entry["npus"], entry["memory_mb"] = old["npus"], old.get("memory_mb")
-                    merged[pid] = entry
-                elif entry.get("npus") and not old.get("npus"):
-                    old["npus"], old["memory_mb"] = entry["npus"], entry.get("memory_mb")
+            old = merged.get(pid)
+            if old is None:
+                merged[pid] = dict(entry, port=port if port is not None else entry.get("port"))
+            elif entry.get("npus") and not old.get("npus"):
+                old["npus"], old["memory_mb"] = entry["npus"], entry.get("memory_mb")
     managed = [e for e in merged.values() if e.get("managed")]
     foreign = [e for e in merged.values() if not e.get("managed") and _in_our_way(e, p["npus"])]
     stale = [e for e in managed if e.get("container_name") not in p["keep"]]
@@ -178,11 +176,18 @@ def collect(p: dict) -> dict:
     return result
 
 
+def _described(results: list[dict], found: dict) -> list[dict]:
+    """Each stop result with what was ended: command, owner, container, memory, NPUs, port."""
+    known = {e["pid"]: dict(e, foreign=False) for e in found["stale"]}
+    known.update({e["pid"]: dict(e, foreign=True) for e in found["foreign"]})
+    return [{**known.get(r["pid"], {"foreign": False}), **r} for r in results]
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "ports": {"type": "list", "elements": "int", "default": []},
-            "names": {"type": "list", "elements": "str", "required": True},
+            "service": {"type": "str", "required": True},
             "keep": {"type": "list", "elements": "str", "default": []},
             "npu_info": {"type": "dict"},
             "npus": {"type": "list", "elements": "int", "default": []},
@@ -205,12 +210,15 @@ def main() -> None:
     found["stopped"] = []
     if p["state"] == "absent" and pids:
         if module.check_mode:
-            found["stopped"] = [{"pid": pid, "result": "would stop"} for pid in pids]
+            found["stopped"] = _described(
+                [{"pid": pid, "result": "would stop"} for pid in pids], found
+            )
         else:
             try:
-                found["stopped"] = procs.stop(pids, p["grace_s"], proc_root=p["proc_root"])
+                stopped = procs.stop(pids, p["grace_s"], proc_root=p["proc_root"])
             except AscendDeployError as exc:
                 module.fail_json(msg=str(exc), **found)
+            found["stopped"] = _described(stopped, found)
             after = collect(p)
             after.pop("_stale_pids")
             after.pop("_foreign_pids")

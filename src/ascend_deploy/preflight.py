@@ -399,9 +399,10 @@ def process_checks(
                 finding(
                     "port.free",
                     3,
-                    "warn",
-                    f"port {port} is held by our service: " + "; ".join(_who(e) for e in listeners),
-                    f"the deployment restarts it; to free it now: {kill} --kill",
+                    "ok",
+                    f"port {port} is served by our service {service}: "
+                    + "; ".join(_who(e) for e in listeners),
+                    "nothing to do: a deployment replaces its own replicas",
                 )
             )
     npu_holders = holders["npu_holders"]
@@ -437,9 +438,10 @@ def process_checks(
             finding(
                 "npu.foreign-memory",
                 3,
-                "warn",
-                "NPU memory held by our service: " + "; ".join(_who(h) for h in managed),
-                f"the deployment restarts it; to free it now: {kill} --kill",
+                "ok",
+                f"NPU memory held only by our service {service}: "
+                + "; ".join(_who(h) for h in managed),
+                "nothing to do: a deployment replaces its own replicas",
             )
         )
     else:
@@ -563,7 +565,7 @@ def run_preflight(
     hardware: str | None = None,
     python: str | None = None,
     proc_root: str = "/proc",
-    container_names: dict[str, str] | None = None,
+    containers: dict | None = None,
 ) -> dict:
     """Run every check; returns ``{"ok", "hardware", "checks", "versions", "holders"}``.
 
@@ -594,7 +596,7 @@ def run_preflight(
     loaded = driver_loaded_check(info.get("driver"), npu_info)
     if loaded:
         checks.append(loaded)
-    holders = find_holders(port, service, npu_info, proc_root, container_names)
+    holders = find_holders(port, service, npu_info, proc_root, containers)
     checks += process_checks(holders, chips, port, service)
     if model_dir is not None:
         checks += plan_checks(model_dir, chips, hw)

@@ -12,11 +12,12 @@ the port or still holds HBM, and the new server fails to bind or runs out of mem
   podman), systemd unit (last ``*.service``, else ``*.scope`` in the cgroup path), command line.
 
 Managed rule (``service`` = the ``--service NAME`` given; none given = nothing is managed):
-a process is managed when it, or one of its ancestors below PID 1, has
-(1) systemd unit ``NAME`` or ``NAME.service``, or (2) a container whose name is ``NAME`` or
-whose id starts with ``NAME`` (12+ hex digits), or (3) a command-line word equal to
-``NAME`` or whose basename is ``NAME`` (``/usr/local/bin/NAME``). Everything else is
-foreign. Name the unit/container specifically (``vllm-qwen3``), not ``python``.
+ownership is decided only by what the bundle itself put on the host. A process is managed
+when it, or one of its ancestors below PID 1, runs in a container that carries the label
+``ascend-deploy.service=NAME`` (every container ``vllm_service`` starts has it), found
+through its cgroup or because it is (a child of) that container's main PID. Names never
+decide: a container called ``vllm`` without the label, or ``/usr/local/bin/vllm serve ...``
+started by someone else, is foreign whatever the service is called.
 
 ``stop`` ends processes by PID only: SIGTERM, wait, SIGKILL; it re-checks each PID's start
 time so a reused PID is never signalled, and it never signals PID 1 or its own ancestry.
@@ -38,7 +39,7 @@ from .errors import InputError
 
 LISTEN = "0A"
 _CONTAINER = re.compile(r"([0-9a-f]{64})")
-_HEX_ID = re.compile(r"^[0-9a-f]{12,64}$")
+SERVICE_LABEL = "ascend-deploy.service"  # set by vllm_service on every container it starts
 
 
 # ----------------------------------------------------------------------------- /proc readers
@@ -206,44 +207,74 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-def docker_container_names(timeout: float = 10.0) -> dict[str, str]:
-    """Full container id -> name from ``docker ps`` (empty when docker is unavailable)."""
+def _docker(argv: list[str], timeout: float) -> str:
     docker = shutil.which("docker")
     if not docker:
-        return {}
+        return ""
     try:
         done = subprocess.run(
-            [docker, "ps", "--no-trunc", "--format", "{{.ID}} {{.Names}}"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+            [docker, *argv], capture_output=True, text=True, timeout=timeout, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
-        return {}
-    names = {}
-    for line in done.stdout.splitlines():
-        cid, _, name = line.partition(" ")
-        if _CONTAINER.fullmatch(cid.strip()):
-            names[cid.strip()] = name.strip()
-    return names
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def docker_containers(timeout: float = 10.0) -> dict[str, dict]:
+    """Running containers: full id -> ``{"name", "service", "pid"}`` (empty without docker).
+
+    ``service`` is the container's ``ascend-deploy.service`` label (None when unset) and
+    ``pid`` the host PID of its main process (labelled containers only).
+    """
+    fmt = '{{.ID}}\t{{.Names}}\t{{.Label "' + SERVICE_LABEL + '"}}'
+    found: dict[str, dict] = {}
+    for line in _docker(["ps", "--no-trunc", "--format", fmt], timeout).splitlines():
+        cid, _, rest = line.strip().partition("\t")
+        name, _, service = rest.partition("\t")
+        if _CONTAINER.fullmatch(cid):
+            found[cid] = {"name": name.strip(), "service": service.strip() or None, "pid": None}
+    labelled = [cid for cid, c in found.items() if c["service"]]
+    if labelled:
+        out = _docker(["inspect", "--format", "{{.Id}} {{.State.Pid}}", *labelled], timeout)
+        for line in out.splitlines():
+            cid, _, pid = line.strip().partition(" ")
+            if cid in found and pid.isdigit() and int(pid) > 0:
+                found[cid]["pid"] = int(pid)
+    return found
+
+
+def docker_container_names(timeout: float = 10.0) -> dict[str, str]:
+    """Full container id -> name of the running containers (empty without docker)."""
+    return {cid: c["name"] for cid, c in docker_containers(timeout).items()}
 
 
 # ----------------------------------------------------------------------------- ownership
 
 
-def _matches_service(info: dict, service: str) -> str | None:
-    unit = info.get("systemd_unit")
-    if unit and unit in (service, f"{service}.service"):
-        return f"systemd unit {unit}"
+def _containers(mapping: dict | None) -> dict[str, dict]:
+    """Normalise ``{id: name}`` or ``{id: {"name", "service", "pid"}}`` to the latter."""
+    out: dict[str, dict] = {}
+    for cid, value in (mapping or {}).items():
+        if isinstance(value, dict):
+            out[cid] = {
+                "name": value.get("name"),
+                "service": value.get("service"),
+                "pid": value.get("pid"),
+            }
+        else:
+            out[cid] = {"name": value, "service": None, "pid": None}
+    return out
+
+
+def _matches_service(info: dict, service: str, containers: dict[str, dict]) -> str | None:
+    """Why ``info`` belongs to ``service``: its container carries our label (by cgroup id,
+    or it is that container's main process); None otherwise. Names never count."""
     cid = info.get("container_id")
-    if cid and info.get("container_name") == service:
-        return f"container {service}"
-    if cid and _HEX_ID.match(service) and cid.startswith(service):
-        return f"container {cid[:12]}"
-    for word in info.get("argv") or []:
-        if word == service or os.path.basename(word) == service:
-            return f"command line word {word!r}"
+    found = containers.get(cid) if cid else None
+    if found is None:
+        found = next((c for c in containers.values() if c.get("pid") == info.get("pid")), None)
+    if found is not None and found.get("service") == service:
+        return f"container {found.get('name') or (cid or '?')[:12]} ({SERVICE_LABEL}={service})"
     return None
 
 
@@ -266,18 +297,19 @@ def classify(
     info: dict,
     service: str | None,
     proc_root: str = "/proc",
-    names: dict[str, str] | None = None,
+    containers: dict | None = None,
 ) -> dict:
     """Set ``managed`` / ``managed_by`` on ``info`` following the module's rule."""
     info["managed"] = False
     info["managed_by"] = None
     if not service or not info.get("alive"):
         return info
+    known = _containers(containers)
     chain = [info] + [
-        _named(process_info(p, proc_root), names) for p in ancestors(info["pid"], proc_root)
+        _named(process_info(p, proc_root), known) for p in ancestors(info["pid"], proc_root)
     ]
     for member in chain:
-        reason = _matches_service(member, service)
+        reason = _matches_service(member, service, known)
         if reason:
             info["managed"] = True
             via = "" if member is info else f" of ancestor {member['pid']}"
@@ -286,9 +318,18 @@ def classify(
     return info
 
 
-def _named(info: dict, names: dict[str, str] | None) -> dict:
-    if names and info.get("container_id"):
-        info["container_name"] = names.get(info["container_id"])
+def _named(info: dict, containers: dict[str, dict] | None) -> dict:
+    """Set ``container_name`` from the container's cgroup id or its main PID."""
+    if not containers:
+        return info
+    found = containers.get(info["container_id"]) if info.get("container_id") else None
+    if found is None:
+        found = next(
+            (c for c in containers.values() if isinstance(c, dict) and c.get("pid") == info["pid"]),
+            None,
+        )
+    if found is not None:
+        info["container_name"] = found.get("name") if isinstance(found, dict) else found
     return info
 
 
@@ -297,12 +338,14 @@ def find_holders(
     service: str | None,
     npu_info: dict | None,
     proc_root: str = "/proc",
-    container_names: dict[str, str] | None = None,
+    containers: dict | None = None,
 ) -> dict:
     """Listeners on ``port`` and processes holding NPU memory, each classified.
 
-    ``container_names`` maps full container ids to names; when None and a process runs in
-    a container, ``docker ps`` is asked (best effort).
+    ``containers`` maps full container ids to ``{"name", "service", "pid"}`` (see
+    ``docker_containers``; a plain name is a container without our label); when None,
+    ``docker ps`` is asked (best effort) as soon as a service is named or a process runs in
+    a container.
     """
     if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
         raise InputError(f"--port {port!r} is not a TCP port number")
@@ -310,16 +353,16 @@ def find_holders(
         raise InputError(f"--port {port} is outside 1-65535")
     if npu_info is not None and not isinstance(npu_info, dict):
         raise InputError("npu-smi information must be a parsed 'npu-smi info' mapping")
-    names = container_names
+    known = None if containers is None else _containers(containers)
     cache: dict[int, dict] = {}
 
     def info_for(pid: int) -> dict:
-        nonlocal names
+        nonlocal known
         if pid not in cache:
             info = process_info(pid, proc_root)
-            if info["container_id"] and names is None:
-                names = docker_container_names()
-            cache[pid] = classify(_named(info, names), service, proc_root, names)
+            if known is None and (service or info["container_id"]):
+                known = docker_containers()
+            cache[pid] = classify(_named(info, known), service, proc_root, known)
         return dict(cache[pid])
 
     listeners = []

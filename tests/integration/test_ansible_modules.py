@@ -332,38 +332,49 @@ def test_convert_garbage_config_is_one_line_naming_the_file(tmp_path):
 # ----------------------------------------------------------------------------- procs
 
 
-def test_procs_separates_ours_from_foreign_and_ends_only_stale_ones(tmp_path):
-    port_ours, port_foreign = free_port(), free_port()
+def test_procs_names_in_command_lines_never_make_a_process_ours(tmp_path):
+    """Issue 11 E: `vllm serve` of another team is foreign even for the service called vllm.
+
+    Ours are only processes in containers labelled ascend-deploy.service (tests/unit/test_procs.py
+    and tests/integration/test_undeploy.py show those with real containers).
+    """
+    port_a, port_b = free_port(), free_port()
     server = (
         "import socket,sys,time; s=socket.socket(); "
         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
         "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(120)"
     )
-    ours = subprocess.Popen([sys.executable, "-c", server, str(port_ours), "qwen3-0"])
-    foreign = subprocess.Popen([sys.executable, "-c", server, str(port_foreign), "other"])
+    launcher = tmp_path / "vllm"  # .../vllm serve /models/other-team, as `ps` shows it
+    launcher.write_text(f"#!{sys.executable}\n{server.replace('; ', chr(10))}\n")
+    launcher.chmod(0o755)
+    team = subprocess.Popen([str(launcher), str(port_a), "serve", "/models/other-team"])
+    word = subprocess.Popen([sys.executable, "-c", server, str(port_b), "vllm", "vllm-0"])
     try:
         time.sleep(0.5)
-        args = {"ports": [port_ours, port_foreign], "names": ["qwen3", "qwen3-0"]}
+        args = {"ports": [port_a, port_b], "service": "vllm"}
         res = run(
             tmp_path,
             [
                 {"id": "report", "ascend_procs": args},
-                {"id": "dry", "ascend_procs": {**args, "state": "absent"}, "check_mode": True},
+                {"id": "stop", "ascend_procs": {**args, "state": "absent", "grace_s": 5}},
+                {
+                    "id": "opt_in",
+                    "ascend_procs": {**args, "state": "absent", "kill_foreign": True},
+                    "check_mode": True,
+                },
             ],
         )
-        assert [h["pid"] for h in res["report"]["managed"]] == [ours.pid]
-        assert [h["pid"] for h in res["report"]["foreign"]] == [foreign.pid]
-        assert res["report"]["foreign"][0]["port"] == port_foreign
-        assert res["dry"]["stopped"] == [{"pid": ours.pid, "result": "would stop"}]
-        assert ours.poll() is None
-        res = run(
-            tmp_path, [{"id": "stop", "ascend_procs": {**args, "state": "absent", "grace_s": 5}}]
-        )
-        assert res["stop"]["changed"] is True
-        assert ours.wait(timeout=10) is not None
-        assert foreign.poll() is None, "a foreign process must never be ended without opt-in"
+        assert res["report"]["managed"] == []
+        assert sorted(h["pid"] for h in res["report"]["foreign"]) == sorted([team.pid, word.pid])
+        assert res["stop"]["stopped"] == [] and res["stop"]["changed"] is False
+        # with the opt-in, what would be ended is described: command, owner, port
+        would = {s["pid"]: s for s in res["opt_in"]["stopped"]}
+        assert would[team.pid]["result"] == "would stop" and would[team.pid]["foreign"] is True
+        assert "/models/other-team" in would[team.pid]["argv"]
+        assert would[team.pid]["port"] == port_a and would[team.pid]["user"]
+        assert team.poll() is None and word.poll() is None, "a foreign process was ended"
     finally:
-        for p in (ours, foreign):
+        for p in (team, word):
             p.kill()
             p.wait()
 
@@ -381,7 +392,7 @@ def test_procs_npu_holders_count_only_on_our_npus_and_kill_foreign_frees_memory(
         {"npu": 5, "chip": 0, "pid": elsewhere.pid, "name": "python", "memory_mb": 8000},
     ]
     args = {
-        "names": ["qwen3", "qwen3-0"],
+        "service": "qwen3",
         "npus": [2, 3],
         "npu_info": {"chips": chips, "processes": procs},
     }

@@ -174,7 +174,7 @@ def test_hbm_used_without_a_listed_process_warns(tmp_path):
     assert check["status"] == "warn" and "26838/32768" in check["evidence"]
 
 
-def test_foreign_npu_holder_fails_and_managed_one_warns(tmp_path):
+def test_foreign_npu_holder_fails_and_our_labelled_one_is_ok(tmp_path):
     info = npu("npu-smi-info_with_processes_910B1_elided_3.txt")
     sleeper = spawn_sleeper()
     try:
@@ -185,8 +185,15 @@ def test_foreign_npu_holder_fails_and_managed_one_warns(tmp_path):
         assert check["status"] == "fail" and check["pitfall"] == 3
         assert f"pid {sleeper.pid}" in check["evidence"] and "59618 MB" in check["evidence"]
         assert "--kill-foreign" in check["fix"]
-        ours = checks_of(run_preflight(root, npu_info=info, service="sleep"))
-        assert ours["npu.foreign-memory"]["status"] == "warn"
+        # A command word equal to the service name does not make it ours (issue 11 E).
+        named = checks_of(run_preflight(root, npu_info=info, service="sleep", containers={}))
+        assert named["npu.foreign-memory"]["status"] == "fail"
+        # The main process of a container labelled with the service is ours: never a kill hint.
+        labelled = {"c" * 64: {"name": "qwen3-0", "service": "qwen3", "pid": sleeper.pid}}
+        ours = checks_of(run_preflight(root, npu_info=info, service="qwen3", containers=labelled))
+        assert ours["npu.foreign-memory"]["status"] == "ok"
+        assert "qwen3-0" in ours["npu.foreign-memory"]["evidence"]
+        assert "kill" not in ours["npu.foreign-memory"]["fix"]
     finally:
         sleeper.kill()
         sleeper.wait(timeout=10)
@@ -204,8 +211,18 @@ def test_port_held_by_a_foreign_process(tmp_path):
         c = checks_of(run_preflight(root, port=port, npu_info=npu(B4_64)))
         assert c["port.free"]["status"] == "fail" and c["port.free"]["pitfall"] == 3
         assert f"pid {server.pid}" in c["port.free"]["evidence"]
-        ours = checks_of(run_preflight(root, port=port, npu_info=npu(B4_64), service="http.server"))
-        assert ours["port.free"]["status"] == "warn"
+        named = checks_of(
+            run_preflight(
+                root, port=port, npu_info=npu(B4_64), service="http.server", containers={}
+            )
+        )
+        assert named["port.free"]["status"] == "fail"
+        labelled = {"d" * 64: {"name": "vllm-0", "service": "vllm", "pid": server.pid}}
+        ours = checks_of(
+            run_preflight(root, port=port, npu_info=npu(B4_64), service="vllm", containers=labelled)
+        )
+        assert ours["port.free"]["status"] == "ok" and "vllm-0" in ours["port.free"]["evidence"]
+        assert "--kill" not in ours["port.free"]["fix"]
     finally:
         server.kill()
         server.wait(timeout=10)

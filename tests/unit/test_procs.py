@@ -60,20 +60,33 @@ def alive(proc) -> bool:
 
 def test_listener_found_through_proc_net_tcp(server):
     proc, port = server
-    result = procs.find_holders(port, "http.server", None)
+    result = procs.find_holders(port, "http.server", None, containers={})
     (entry,) = result["listeners"]
     assert entry["pid"] == proc.pid
     assert (entry["address"], entry["port"], entry["proto"]) == ("127.0.0.1", port, "tcp")
     assert "-m http.server 0 --bind 127.0.0.1" in entry["cmdline"]
+    # A command-line word equal to the service name never makes a process ours (issue 11 E).
+    assert entry["managed"] is False
+    assert result["managed_pids"] == [] and result["foreign_pids"] == [proc.pid]
+
+
+def test_main_process_of_a_labelled_container_is_managed(server):
+    proc, port = server
+    ours = {"e" * 64: {"name": "qwen3-0", "service": "qwen3", "pid": proc.pid}}
+    result = procs.find_holders(port, "qwen3", None, containers=ours)
+    (entry,) = result["listeners"]
     assert entry["managed"] is True
-    assert entry["managed_by"] == "command line word 'http.server'"
+    assert entry["managed_by"] == "container qwen3-0 (ascend-deploy.service=qwen3)"
     assert result["managed_pids"] == [proc.pid] and result["foreign_pids"] == []
+    # The same container labelled for another service is foreign.
+    other = {"e" * 64: {"name": "qwen3-0", "service": "other", "pid": proc.pid}}
+    assert procs.find_holders(port, "qwen3", None, containers=other)["foreign_pids"] == [proc.pid]
 
 
 def test_without_a_matching_service_the_listener_is_foreign(server):
     proc, port = server
     for service in ("vllm-qwen3", None):
-        result = procs.find_holders(port, service, None)
+        result = procs.find_holders(port, service, None, containers={})
         assert result["foreign_pids"] == [proc.pid]
         assert result["listeners"][0]["managed"] is False
 
@@ -114,12 +127,16 @@ def test_child_of_a_managed_launcher_is_managed(tmp_path):
     launcher.write_text(f"#!/bin/sh\n{' '.join(SERVER)}\necho done\n")
     launcher.chmod(0o755)
     proc, port = start_server([str(launcher)])
-    (entry,) = procs.find_holders(port, "my-vllm-svc", None)["listeners"]
+    ours = {"f" * 64: {"name": "svc-0", "service": "svc", "pid": proc.pid}}
+    (entry,) = procs.find_holders(port, "svc", None, containers=ours)["listeners"]
     try:
         assert entry["pid"] != proc.pid  # the python child of the shell script
         assert entry["ppid"] == proc.pid
         assert entry["managed"] is True
         assert entry["managed_by"].endswith(f"of ancestor {proc.pid}")
+        # its launcher's name is no claim: without the labelled container it is foreign
+        by_name = procs.find_holders(port, "my-vllm-svc", None, containers={})
+        assert by_name["listeners"][0]["managed"] is False
     finally:
         results = procs.stop([entry["pid"]], grace_s=5)
         proc.wait(timeout=10)
@@ -150,13 +167,16 @@ def test_npu_holder_with_a_live_pid_is_grouped_and_classified():
     try:
         for proc in info["processes"]:
             proc["pid"] = sleeper.pid  # one process on two NPUs, like a TP worker
-        result = procs.find_holders(None, "sleep", info)
+        ours = {"a" * 64: {"name": "vllm-0", "service": "vllm", "pid": sleeper.pid}}
+        result = procs.find_holders(None, "vllm", info, containers=ours)
         (holder,) = result["npu_holders"]
         assert holder["pid"] == sleeper.pid and holder["alive"] is True
         assert len(holder["npus"]) == 2
         assert holder["memory_mb"] == sum(p["memory_mb"] for p in info["processes"])
         assert holder["managed"] is True
-        assert procs.find_holders(None, "vllm", info)["foreign_pids"] == [sleeper.pid]
+        assert procs.find_holders(None, "sleep", info, containers={})["foreign_pids"] == [
+            sleeper.pid
+        ]
     finally:
         sleeper.kill()
         sleeper.wait(timeout=10)
@@ -264,24 +284,24 @@ def test_container_and_unit_ownership_on_a_proc_tree(tmp_path):
             {"npu": 1, "chip": 0, "pid": 500, "name": "python3", "memory_mb": 3000},
         ]
     }
-    names = {cid: "vllm-qwen3-4b"}
-    by_name = procs.find_holders(8000, "vllm-qwen3-4b", npu_info, str(tmp_path), names)
-    (listener,) = by_name["listeners"]
+    labelled = {cid: {"name": "qwen3-0", "service": "qwen3", "pid": None}}
+    ours = procs.find_holders(8000, "qwen3", npu_info, str(tmp_path), labelled)
+    (listener,) = ours["listeners"]
     assert (listener["pid"], listener["address"], listener["port"]) == (400, "0.0.0.0", 8000)
-    assert listener["container_id"] == cid and listener["container_name"] == "vllm-qwen3-4b"
-    assert listener["managed_by"] == "container vllm-qwen3-4b"
-    holders = {h["pid"]: h for h in by_name["npu_holders"]}
-    assert holders[410]["managed"] is True  # worker inside the container
+    assert listener["container_id"] == cid and listener["container_name"] == "qwen3-0"
+    assert listener["managed_by"] == "container qwen3-0 (ascend-deploy.service=qwen3)"
+    holders = {h["pid"]: h for h in ours["npu_holders"]}
+    assert holders[410]["managed"] is True  # worker inside the container (found by its cgroup)
     assert holders[500]["managed"] is False
-    assert [h["pid"] for h in by_name["npu_holders"]] == [500, 410]  # foreign listed first
-    by_id = procs.find_holders(8000, cid[:12], npu_info, str(tmp_path), names)
-    assert by_id["listeners"][0]["managed_by"] == f"container {cid[:12]}"
-    by_unit = procs.find_holders(8001, "vllm-qwen3", npu_info, str(tmp_path), names)
-    assert by_unit["listeners"][0]["pid"] == 500
-    assert by_unit["listeners"][0]["managed_by"] == "systemd unit vllm-qwen3.service"
-    assert by_unit["managed_pids"] == [500] and by_unit["foreign_pids"] == [410]
-    # "vllm" matches the command word /usr/local/bin/vllm of pid 400 (and its worker)
-    assert procs.find_holders(8000, "vllm", None, str(tmp_path), names)["managed_pids"] == [400]
+    assert [h["pid"] for h in ours["npu_holders"]] == [500, 410]  # foreign listed first
+    # Names decide nothing: the same container without our label (named like the service),
+    # a systemd unit named like it, "vllm" as a command word: all foreign.
+    named = {cid: "vllm-qwen3"}
+    for service, port in (("vllm-qwen3", 8000), ("vllm-qwen3", 8001), ("vllm", 8000)):
+        found = procs.find_holders(port, service, npu_info, str(tmp_path), named)
+        assert found["managed_pids"] == [], (service, port)
+        assert found["foreign_pids"] == ([400, 410, 500] if port == 8000 else [410, 500])
+    assert procs.find_holders(8000, cid[:12], None, str(tmp_path), named)["managed_pids"] == []
 
 
 # ----------------------------------------------------------------------------- stop
@@ -370,24 +390,80 @@ def test_cli_kill_leaves_foreign_processes_alone(server, capsys):
     assert proc.wait(timeout=5) == -signal.SIGTERM
 
 
-def test_cli_kill_ends_the_managed_service(server, capsys):
-    proc, port = server
-    rc = main(
-        [
-            "procs",
-            "--port",
-            str(port),
-            "--service",
-            "http.server",
-            "--kill",
-            "--npu-smi-file",
-            str(SAMPLES / "npu-smi-info_910B4_anon_busid_10.txt"),
-        ]
+IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"  # any image with python3
+LISTEN = (
+    "import socket,sys,time; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); "
+    "s.listen(); time.sleep(300)"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _docker_run(name: str, port: int, labels: dict[str, str]) -> None:
+    argv = ["docker", "run", "-d", "--rm", "--name", name, "--network", "host"]
+    for key, value in labels.items():
+        argv += ["--label", f"{key}={value}"]
+    subprocess.run(
+        [*argv, IMAGE, "python3", "-c", LISTEN, str(port)], check=True, capture_output=True
     )
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert "managed" in out and f"pid {proc.pid}: terminated" in out
-    assert proc.wait(timeout=5) == -signal.SIGTERM
+    deadline = time.monotonic() + 30
+    while not procs.listening_sockets(port=port):
+        assert time.monotonic() < deadline, f"{name} does not listen on {port}"
+        time.sleep(0.2)
+
+
+def _docker_ready() -> bool:
+    import shutil
+
+    return (
+        bool(shutil.which("docker"))
+        and subprocess.run(
+            ["docker", "image", "inspect", IMAGE], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+@pytest.mark.docker
+def test_cli_real_containers_ours_by_label_foreign_by_name(capsys):
+    """A labelled container is ours; one merely named like the service is foreign (issue 11 E)."""
+    if not _docker_ready():
+        pytest.fail(f"needs Docker and {IMAGE} (docker/build-images.sh)")
+    service = f"own-procs-{os.getpid()}"
+    ours, theirs = f"{service}-0", service  # the foreign one carries the service's very name
+    port_ours, port_theirs = _free_port(), _free_port()
+    try:
+        _docker_run(ours, port_ours, {"ascend-deploy.service": service})
+        _docker_run(theirs, port_theirs, {})
+        npu = str(SAMPLES / "npu-smi-info_910B4_anon_busid_10.txt")
+        base = ["procs", "--service", service, "--npu-smi-file", npu, "--json"]
+        assert main([*base, "--port", str(port_ours)]) == 0
+        (entry,) = json.loads(capsys.readouterr().out)["listeners"]
+        assert entry["managed"] is True and entry["container_name"] == ours
+        assert main([*base, "--port", str(port_theirs)]) == 1
+        (entry,) = json.loads(capsys.readouterr().out)["listeners"]
+        assert entry["managed"] is False and entry["container_name"] == theirs
+        # --kill ends ours only; the foreign container is left alone and said so
+        assert main([*base, "--port", str(port_theirs), "--kill", "--grace", "5"]) == 1
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["stopped"] == [] and doc["left_alone"] == [entry["pid"]]
+        assert main([*base, "--port", str(port_ours), "--kill", "--grace", "5"]) == 0
+        # PID 1 of a container ignores SIGTERM without a handler: SIGKILL follows
+        assert json.loads(capsys.readouterr().out)["stopped"][0]["result"] in (
+            "terminated",
+            "killed",
+        )
+        subprocess.run(["docker", "wait", ours], capture_output=True, timeout=30, check=False)
+        running = subprocess.run(
+            ["docker", "ps", "--format", "{{.Names}}"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert theirs in running and ours not in running
+    finally:
+        subprocess.run(["docker", "rm", "-f", ours, theirs], capture_output=True, check=False)
 
 
 def test_cli_report_exit_codes(server, capsys):
@@ -396,8 +472,9 @@ def test_cli_report_exit_codes(server, capsys):
     assert main(["procs", "--port", str(port), "--npu-smi-file", npu]) == 1  # foreign holder
     out = capsys.readouterr().out
     assert "FOREIGN" in out and "2441447" in out and "gone" in out
+    # the command word http.server does not make it ours
     assert (
-        main(["procs", "--port", str(port), "--service", "http.server", "--npu-smi-file", npu]) == 0
+        main(["procs", "--port", str(port), "--service", "http.server", "--npu-smi-file", npu]) == 1
     )
     assert alive(proc)
 

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--service",
         metavar="NAME",
-        help="our service: systemd unit, container name/id or command word (see README)",
+        help="the service the bundle deployed: processes in containers labelled "
+        "ascend-deploy.service=NAME are ours (names in command lines never count)",
     )
     parser.add_argument(
         "--npu-smi-file",
@@ -32,12 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="saved `npu-smi info` output instead of running npu-smi (- = stdin)",
     )
     parser.add_argument(
-        "--kill", action="store_true", help="end the managed service's processes (by PID)"
+        "--kill",
+        action="store_true",
+        help="end the managed service's own processes (by PID; this stops the service)",
     )
     parser.add_argument(
         "--kill-foreign",
         action="store_true",
-        help="also end foreign processes (listed first; use with care)",
+        help="end the foreign processes only (listed first; check the owner before)",
     )
     parser.add_argument(
         "--grace", type=float, default=10.0, metavar="S", help="seconds between SIGTERM and SIGKILL"
@@ -81,18 +84,16 @@ def render(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.kill_foreign and not args.kill:
-        args.kill = True
-    if args.kill and not args.service and not args.kill_foreign:
+    if args.kill and not args.service:
         raise InputError("procs --kill needs --service NAME to know which processes are ours")
     npu_info, npu_error = load_npu_info(args.npu_smi_file)
     result = find_holders(args.port, args.service, npu_info)
     result["npu_smi_error"] = npu_error
-    if args.kill:
+    if args.kill or args.kill_foreign:
         entries = [e for e in result["listeners"] + result["npu_holders"] if e.get("pid")]
         proxies = {e["pid"] for e in entries if e.get("name") == "docker-proxy"}
         targets = [p for p in result["foreign_pids"] if args.kill_foreign and p not in proxies]
-        targets += [p for p in result["managed_pids"] if p not in proxies]
+        targets += [p for p in result["managed_pids"] if args.kill and p not in proxies]
         result["stopped"] = stop(targets, grace_s=args.grace)
         ended = {
             s["pid"]
