@@ -72,17 +72,45 @@ class WeightLayout:
         return sum(info.nbytes for _, info in self.tensors())
 
 
+def _other_weight_files(model_dir: str) -> tuple[str | None, list[str]]:
+    """An index and the shards under other names (ModelSlim's ``quant_model_weight_*``).
+
+    vLLM loads every ``*.safetensors`` of the directory and uses an index only to drop
+    duplicates, so a directory with one ``*.safetensors.index.json`` (any name) or only
+    ``*.safetensors`` files is a checkpoint too: ``quant_model_weight_w8a8.safetensors``,
+    ``quant_model_weight_w4a8_dynamic-00001-of-00002.safetensors`` (+ its index).
+    """
+    names = sorted(os.listdir(model_dir))
+    indexes = [n for n in names if n.endswith(".safetensors.index.json")]
+    if len(indexes) > 1:
+        raise InputError(
+            f"{model_dir}: several safetensors indexes ({', '.join(indexes)}); "
+            "keep the one that belongs to the weights"
+        )
+    shards = [n for n in names if n.endswith(".safetensors") and not n.startswith(".")]
+    return (indexes[0] if indexes else None), shards
+
+
 def read_weight_layout(model_dir: str) -> WeightLayout:
     """Read the index (or the single file) and every shard header, cross-checked.
 
+    ``model.safetensors.index.json`` or ``model.safetensors`` first; otherwise the one
+    ``*.safetensors.index.json`` or every ``*.safetensors`` file (ModelSlim's names).
     Errors: no weights at all, index not JSON or without ``weight_map``, a shard listed
-    in the index but missing, a tensor in the index but not in its shard, and every
-    header problem ``read_header`` reports.
+    in the index but missing, a tensor in the index but not in its shard, a tensor in two
+    shards, and every header problem ``read_header`` reports.
     """
     if not os.path.isdir(model_dir):
         raise InputError(f"{model_dir}: model directory not found")
     index_path = os.path.join(model_dir, INDEX_NAME)
     single_path = os.path.join(model_dir, SINGLE_NAME)
+    index_name = INDEX_NAME
+    if not os.path.exists(index_path) and not os.path.exists(single_path):
+        other_index, other_shards = _other_weight_files(model_dir)
+        if other_index:
+            index_name, index_path = other_index, os.path.join(model_dir, other_index)
+        elif other_shards:
+            return _layout_of_files(model_dir, other_shards)
     if os.path.exists(index_path):
         index = read_json_file(index_path, "safetensors index")
         weight_map = index.get("weight_map")
@@ -99,14 +127,14 @@ def read_weight_layout(model_dir: str) -> WeightLayout:
             path = os.path.join(model_dir, shard)
             if not os.path.exists(path):
                 raise InputError(
-                    f"{path}: shard listed in {INDEX_NAME} is missing; copy the complete model"
+                    f"{path}: shard listed in {index_name} is missing; copy the complete model"
                 )
             layout.headers[shard] = read_header(path)
         for name, shard in weight_map.items():
             if name not in layout.headers[shard].tensors:
                 raise InputError(
                     f"{os.path.join(model_dir, shard)}: tensor {name!r} is listed in "
-                    f"{INDEX_NAME} but not present in this shard"
+                    f"{index_name} but not present in this shard"
                 )
         return layout
     if os.path.exists(single_path):
@@ -116,6 +144,22 @@ def read_weight_layout(model_dir: str) -> WeightLayout:
         layout.headers[SINGLE_NAME] = header
         return layout
     raise InputError(
-        f"{model_dir}: no {INDEX_NAME} and no {SINGLE_NAME}; "
+        f"{model_dir}: no {INDEX_NAME}, no {SINGLE_NAME} and no other *.safetensors; "
         "expected a Hugging Face safetensors model directory"
     )
+
+
+def _layout_of_files(model_dir: str, shards: list[str]) -> WeightLayout:
+    """Every shard file without an index: the tensors of all of them, each name once."""
+    layout = WeightLayout(model_dir, None, list(shards), {})
+    for shard in shards:
+        header = read_header(os.path.join(model_dir, shard))
+        layout.headers[shard] = header
+        for name in header.tensors:
+            if name in layout.weight_map:
+                raise InputError(
+                    f"{os.path.join(model_dir, shard)}: tensor {name!r} is also in "
+                    f"{layout.weight_map[name]}; remove the duplicate weight file"
+                )
+            layout.weight_map[name] = shard
+    return layout

@@ -367,3 +367,150 @@ def _write_json(path: str, doc: dict) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=2)
         fh.write("\n")
+
+
+# ----------------------------------------------------------------------------- ModelSlim W8A8
+# The layout msModelSlim writes for static W8A8 (the ``W8A8`` scheme vllm-ascend serves with
+# --quantization ascend): per quantized linear ``<p>.weight`` int8 [out, in] (per-channel
+# symmetric), ``<p>.weight_scale`` / ``<p>.weight_offset`` [out, 1], ``<p>.input_scale`` /
+# ``<p>.input_offset`` [1] (static per-tensor activation quantization), ``<p>.deq_scale`` F32
+# [out] (input_scale x weight_scale, the BF16 model's dtype) and ``<p>.quant_bias`` int32
+# [out] (folds the activation offset: -input_offset x sum of the row's int8 weights).
+# Everything else stays float ("FLOAT"), as msModelSlim does for the layers it is told to skip
+# (the real description in issue #633 keeps down_proj float); the tiny test model also keeps
+# o_proj float: with it quantized it answers 0 of 27 questions, with the five others 27 of 27.
+# quant_model_description.json maps every tensor name to its type.
+# Sources: vllm-ascend vllm_ascend/quantization/methods/w8a8_static.py (get_weight,
+# get_pertensor_param, get_perchannel_param, npu_quant_matmul); the description of a real
+# msModelSlim W8A8 Qwen2.5 checkpoint in vllm-project/vllm-ascend issue #633; file names in
+# docs/source/tutorials (quant_model_weight_w8a8.safetensors).
+MODELSLIM_W8A8_FILE = "quant_model_weight_w8a8.safetensors"
+MODELSLIM_W8A8_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+
+
+def _calibrate_inputs(model_dir: str, prompts: list[str], names: list[str]) -> dict:
+    """Min and max of every listed projection's input over ``prompts`` (float forward pass)."""
+    import numpy as np
+
+    from .engine import load_model
+    from .tokenizer import load_tokenizer
+
+    model, tok = load_model(model_dir), load_tokenizer(model_dir)
+    seen: dict[str, list[float]] = {}
+
+    class _Probe:
+        __array_ufunc__ = None  # numpy defers ``x @ probe`` to __rmatmul__
+
+        def __init__(self, name: str, weight_t: np.ndarray) -> None:
+            self.name, self.weight_t = name, weight_t
+
+        def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
+            lo, hi = seen.setdefault(self.name, [0.0, 0.0])
+            seen[self.name] = [min(lo, float(x.min())), max(hi, float(x.max()))]
+            return x @ self.weight_t
+
+    plain = model._wt
+    wanted = set(names)
+    model._wt = lambda name: _Probe(name, plain(name)) if name in wanted else plain(name)  # type: ignore[method-assign]
+    for text in prompts:
+        model.logits(tok.encode(text))
+    return seen
+
+
+def write_modelslim_w8a8(
+    src_dir: str,
+    out_dir: str,
+    calibration: list[str],
+    projections: tuple[str, ...] = MODELSLIM_W8A8_PROJECTIONS,
+) -> dict:
+    """Quantize the float (BF16) Qwen3 model in ``src_dir`` to a ModelSlim W8A8 directory.
+
+    ``calibration``: prompt texts whose activations fix each static input scale and offset.
+    Writes config.json (no quantization_config: ModelSlim leaves it as it is),
+    ``quant_model_weight_w8a8.safetensors``, ``quant_model_description.json`` and copies the
+    tokenizer and generation files. Deterministic: the same inputs give the same bytes.
+    """
+    import numpy as np
+
+    from ascend_deploy.fp8.safetensors_write import encode_header
+    from ascend_deploy.model_files import load_config, read_weight_layout
+
+    config = load_config(src_dir)
+    if "quantization_config" in config:
+        raise ValueError(f"{src_dir}: expected a float model, found a quantization_config")
+    layout = read_weight_layout(src_dir)
+    pattern = tuple(f".{p}.weight" for p in projections)
+    quantized = [n for n in layout.weight_map if n.endswith(pattern)]
+    ranges = _calibrate_inputs(src_dir, calibration, quantized)
+
+    def read(name: str) -> tuple[str, np.ndarray]:
+        shard = layout.weight_map[name]
+        info = layout.headers[shard].tensors[name]
+        with open(os.path.join(src_dir, shard), "rb") as fh:
+            fh.seek(layout.headers[shard].data_offset + info.begin)
+            raw = fh.read(info.nbytes)
+        if info.dtype == "BF16":
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif info.dtype == "F32":
+            arr = np.frombuffer(raw, dtype="<f4")
+        else:
+            raise ValueError(f"{src_dir}: tensor {name!r} is {info.dtype}; expected BF16 or F32")
+        return info.dtype, arr.reshape(info.shape)
+
+    def bf16(values: np.ndarray) -> bytes:
+        bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+        return rounded.astype("<u2").tobytes()
+
+    tensors: list[tuple[str, str, tuple[int, ...], bytes]] = []
+    description: dict[str, str] = {"model_quant_type": "W8A8", "version": "1.0.0"}
+    for name in sorted(layout.weight_map):
+        dtype, arr = read(name)
+        if name not in quantized:
+            data = bf16(arr) if dtype == "BF16" else arr.astype("<f4").tobytes()
+            tensors.append((name, dtype, tuple(arr.shape), data))
+            description[name] = "FLOAT"
+            continue
+        prefix = name[: -len(".weight")]
+        w = arr.astype(np.float32)
+        w_scale = np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0
+        q = np.clip(np.rint(w / w_scale[:, None]), -127, 127).astype(np.int8)
+        lo, hi = ranges[name]
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        in_scale = np.float32(max(hi - lo, 1e-6) / 255.0)
+        in_offset = np.float32(np.clip(np.rint(-128.0 - lo / in_scale), -128, 127))
+        deq = (np.float32(in_scale) * w_scale).astype(np.float32)
+        bias = (-np.int64(in_offset) * q.astype(np.int64).sum(axis=1)).astype(np.int32)
+        out_ch = w.shape[0]
+        parts = [
+            ("weight", "I8", tuple(w.shape), q.tobytes()),
+            ("weight_scale", "F32", (out_ch, 1), w_scale.astype("<f4").tobytes()),
+            ("weight_offset", "F32", (out_ch, 1), np.zeros(out_ch, "<f4").tobytes()),
+            ("input_scale", "BF16", (1,), bf16(np.array([in_scale]))),
+            ("input_offset", "BF16", (1,), bf16(np.array([in_offset]))),
+            ("deq_scale", "F32", (out_ch,), deq.astype("<f4").tobytes()),
+            ("quant_bias", "I32", (out_ch,), bias.astype("<i4").tobytes()),
+        ]
+        for suffix, dt, shape, data in parts:
+            tensors.append((f"{prefix}.{suffix}", dt, shape, data))
+            description[f"{prefix}.{suffix}"] = "W8A8"
+    tensors.sort(key=lambda t: t[0])
+    header, _offsets = encode_header(((n, d, s) for n, d, s, _ in tensors), {"format": "pt"})
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, MODELSLIM_W8A8_FILE), "wb") as fh:
+        fh.write(header)
+        for *_meta, data in tensors:
+            fh.write(data)
+    _write_json(os.path.join(out_dir, "quant_model_description.json"), description)
+    _write_json(os.path.join(out_dir, "config.json"), config)
+    for extra in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        path = os.path.join(src_dir, extra)
+        if os.path.isfile(path):
+            with open(path, "rb") as src, open(os.path.join(out_dir, extra), "wb") as dst:
+                dst.write(src.read())
+    return {
+        "out_dir": out_dir,
+        "quantized": len(quantized),
+        "tensors": len(tensors),
+        "bytes": sum(len(t[3]) for t in tensors),
+    }

@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.model_files import load_config, read_weight_layout
+from ascend_deploy.model_files import (
+    MODELSLIM_DESCRIPTION,
+    load_config,
+    read_json_file,
+    read_weight_layout,
+)
 from ascend_deploy.safetensors_header import TensorInfo
 
 RUNNABLE_DTYPES = ("BF16", "F16", "F32")
@@ -153,9 +158,37 @@ class LazyWeights:
             out = raw.view("<f2").astype(np.float32)
         elif info.dtype == "F32":
             out = np.array(raw.view("<f4"), dtype=np.float32)
+        elif info.dtype in ("I8", "I32"):  # ModelSlim W8A8 integers (exact in float32)
+            out = raw.view("<i1" if info.dtype == "I8" else "<i4").astype(np.float32)
         else:  # refused at load time; never reinterpret other bytes as floats
             raise InputError(f"{path}: tensor {name!r} has dtype {info.dtype}, cannot run it")
         return out.reshape(info.shape)
+
+
+class W8A8Linear:
+    """A ModelSlim static-W8A8 projection, computed as vllm-ascend's ``npu_quant_matmul``.
+
+    ``x @ layer``: the activation is quantized per tensor, ``x_q = clip(round(x /
+    input_scale + input_offset), -128, 127)``, and the output is ``(x_q @ weight.T +
+    quant_bias) * deq_scale`` (vllm_ascend/quantization/methods/w8a8_static.py). The int8
+    products are summed in float32, exact for these sizes.
+    """
+
+    __array_ufunc__ = None  # numpy hands ``x @ self`` to __rmatmul__
+
+    def __init__(self, weights: LazyWeights, prefix: str) -> None:
+        self.weight_t = np.ascontiguousarray(weights[prefix + ".weight"].T)
+        self.input_scale = np.float32(weights[prefix + ".input_scale"].reshape(-1)[0])
+        self.input_offset = np.float32(weights[prefix + ".input_offset"].reshape(-1)[0])
+        self.deq_scale = weights[prefix + ".deq_scale"].reshape(-1)
+        self.quant_bias = weights[prefix + ".quant_bias"].reshape(-1)
+
+    def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
+        xq = np.clip(np.rint(x / self.input_scale + self.input_offset), -128, 127)
+        return ((xq.astype(np.float32) @ self.weight_t) + self.quant_bias) * self.deq_scale
+
+
+W8A8_PARTS = ("input_scale", "input_offset", "deq_scale", "quant_bias")
 
 
 @dataclass
@@ -221,17 +254,21 @@ class Qwen3Model:
         )
         eos = config.get("eos_token_id")
         self.eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.w8a8: set[str] = set()  # projection weights served through W8A8Linear
 
     # -- the forward pass ------------------------------------------------------------------
     def _w(self, name: str) -> np.ndarray:
         return self.weights[name]
 
-    def _wt(self, name: str) -> np.ndarray:
+    def _wt(self, name: str) -> np.ndarray | W8A8Linear:
         """A projection weight transposed to ``[in, out]`` (cached) for ``x @ w``."""
         key = name + ".T"
         cache = self.weights._cache
         if key not in cache:
-            cache[key] = np.ascontiguousarray(self.weights[name].T)
+            if name in self.w8a8:
+                cache[key] = W8A8Linear(self.weights, name[: -len(".weight")])  # type: ignore[assignment]
+            else:
+                cache[key] = np.ascontiguousarray(self.weights[name].T)
         return cache[key]
 
     def _rope(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -381,13 +418,28 @@ def _sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random
     return int(rng.choice(probs.shape[0], p=probs))
 
 
-def load_model(model_dir: str) -> Qwen3Model:
+def _w8a8_names(model_dir: str, quantization: str | None) -> set[str]:
+    """Projection weights the ModelSlim description marks W8A8 (only with ``ascend``)."""
+    if quantization != "ascend":
+        return set()
+    path = os.path.join(model_dir, MODELSLIM_DESCRIPTION)
+    desc = read_json_file(path, "ModelSlim quantization description")
+    other = sorted({v for k, v in desc.items() if k.endswith(".weight")} - {"W8A8", "FLOAT"})
+    if other:
+        raise InputError(f"{path}: quant type {other[0]} is not emulated (W8A8 and FLOAT only)")
+    return {k for k, v in desc.items() if k.endswith(".weight") and v == "W8A8"}
+
+
+def load_model(model_dir: str, quantization: str | None = None) -> Qwen3Model:
     """Read config.json and the shard headers; map the weights (no tensor data is read).
 
+    ``quantization="ascend"``: projections that ``quant_model_description.json`` marks
+    ``W8A8`` are int8 with their ModelSlim scales and run as :class:`W8A8Linear`.
     InputError, naming the file, for: a missing or malformed config, an architecture other
     than a dense Qwen3, FP8 tensors (convert to BF16 first), a missing tensor, a tensor of
     the wrong shape or an unsupported dtype.
     """
+    w8a8 = _w8a8_names(model_dir, quantization)
     config = load_config(model_dir)
     cfg_path = os.path.join(model_dir, "config.json")
     model_type = config.get("model_type")
@@ -418,7 +470,20 @@ def load_model(model_dir: str) -> Qwen3Model:
         header = layout.headers[shard]
         info = header.tensors[name]
         path = os.path.join(model_dir, shard)
-        if info.dtype not in RUNNABLE_DTYPES:
+        if name in w8a8:
+            for part in W8A8_PARTS:
+                extra = name[: -len("weight")] + part
+                if extra not in layout.weight_map:
+                    raise InputError(f"{model_dir}: W8A8 tensor {extra!r} is missing")
+                h = layout.headers[layout.weight_map[extra]]
+                where[extra] = (
+                    os.path.join(model_dir, layout.weight_map[extra]),
+                    h.data_offset,
+                    h.tensors[extra],
+                )
+            if info.dtype != "I8":
+                raise InputError(f"{path}: W8A8 tensor {name!r} is {info.dtype}, expected I8")
+        elif info.dtype not in RUNNABLE_DTYPES:
             raise InputError(
                 f"{path}: tensor {name!r} has dtype {info.dtype}; expected one of "
                 f"{', '.join(RUNNABLE_DTYPES)}"
@@ -429,4 +494,6 @@ def load_model(model_dir: str) -> Qwen3Model:
                 f"implies {list(shape)}"
             )
         where[name] = (path, header.data_offset, info)
-    return Qwen3Model(model_dir, config, dims, LazyWeights(model_dir, where))
+    model = Qwen3Model(model_dir, config, dims, LazyWeights(model_dir, where))
+    model.w8a8 = w8a8
+    return model

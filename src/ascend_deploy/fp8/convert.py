@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from ..errors import AscendDeployError, CheckFailed, InputError
-from ..model_files import INDEX_NAME
+from ..model_files import INDEX_NAME, MODELSLIM_DESCRIPTION
 from .files import MANIFEST_NAME, copy_file
 from .manifest import build_manifest, dst_state, stat_entry
 from .plan import ConversionPlan, TensorJob, plan_conversion
@@ -54,8 +54,12 @@ def conversion_status(src: str, dst: str) -> str:
     """``needed``, ``up-to-date`` or ``not-needed``, from config, headers and manifest only.
 
     Standard library only (no numpy), for Ansible check mode. Raises InputError for
-    input that ``convert_checkpoint`` would refuse.
+    input that ``convert_checkpoint`` would refuse. A ModelSlim checkpoint (W8A8/W4A8 with
+    ``quant_model_description.json``) is ``not-needed``: it is served as it is, with
+    ``--quantization ascend``.
     """
+    if os.path.exists(os.path.join(src, MODELSLIM_DESCRIPTION)):
+        return "not-needed"
     try:
         plan = plan_conversion(src)
         if not plan.needed:

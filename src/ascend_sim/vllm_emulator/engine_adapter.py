@@ -73,7 +73,9 @@ def int8_truncated_copy(src: str, dst: str) -> int:
 class LoadedModel:
     """Tokenizer + engine model, with the directory actually loaded."""
 
-    def __init__(self, model_dir: str, garbage_reason: str | None = None):
+    def __init__(
+        self, model_dir: str, garbage_reason: str | None = None, quantization: str | None = None
+    ):
         try:
             from ascend_sim.engine import load_model
             from ascend_sim.tokenizer import load_tokenizer
@@ -89,7 +91,9 @@ class LoadedModel:
                 int8_truncated_copy(model_dir, self._tmp)
                 self.loaded_dir = self._tmp
         self.tokenizer = load_tokenizer(model_dir)
-        self.model = load_model(self.loaded_dir)
+        # ModelSlim W8A8 checkpoints run their int8 projections (--quantization ascend).
+        w8a8 = quantization == "ascend" and not garbage_reason
+        self.model = load_model(self.loaded_dir, "ascend" if w8a8 else None)
 
     def close(self) -> None:
         if self._tmp:

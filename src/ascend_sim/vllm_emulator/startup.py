@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from ascend_deploy.errors import AscendDeployError, InputError
-from ascend_deploy.model_files import MODELSLIM_DESCRIPTION, load_config
+from ascend_deploy.model_files import MODELSLIM_DESCRIPTION, load_config, read_json_file
 from ascend_deploy.model_info import context_limit
 
 from . import device
@@ -65,8 +65,29 @@ class Deployment:
     budget: KvBudget
     model_dir: str  # what the engine loads (a transformed copy for the garbage case)
     garbage_reason: str | None = None
+    quantization: str | None = None  # the method the engine loads with ("ascend": W8A8)
     registrations: list[str] = field(default_factory=list)
     hccl_sock: socket.socket | None = None
+
+
+# vLLM's Qwen3 loader stacks q/k/v into qkv_proj and gate/up into gate_up_proj and drops
+# the "model." prefix before looking a checkpoint name up in the model's parameters.
+_STACKED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj"}
+_STACKED.update(gate_proj="gate_up_proj", up_proj="gate_up_proj")
+_QUANT_ONLY = ("deq_scale", "quant_bias", "input_scale", "input_offset", "weight_offset")
+
+
+def _first_quant_param(model: str) -> str:
+    """The parameter name of the first quant-only tensor the float loader meets."""
+    try:
+        desc = read_json_file(os.path.join(model, MODELSLIM_DESCRIPTION), "description")
+    except InputError:
+        desc = {}
+    names = sorted(k for k, v in desc.items() if v != "FLOAT" and k.endswith(_QUANT_ONLY))
+    if not names:
+        return "layers.0.mlp.gate_up_proj.deq_scale"
+    parts = names[0].removeprefix("model.").split(".")
+    return ".".join(_STACKED.get(p, p) for p in parts)
 
 
 def _config_class(config: dict) -> str:
@@ -322,6 +343,10 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
 
     garbage_reason = None
+    if has_description and quant != "ascend":
+        # A ModelSlim checkpoint loaded as float (no flag, no auto-detection): the first
+        # quant-only tensor has no parameter in the float layers (issues #5812, #11368).
+        _fail_engine(log, [f"KeyError: '{_first_quant_param(model)}'"], loc="core.py:708")
     if quant == "ascend" and not has_description:
         if beh.ascend_flag_on_float == "modelslim_error":
             json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
@@ -505,6 +530,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         budget=budget,
         model_dir=model,
         garbage_reason=garbage_reason,
+        quantization=quant,
         hccl_sock=hccl_sock,
     )
     _register(dep, devices, budget.held // MIB)
