@@ -35,6 +35,8 @@ def read_json_file(path: str, what: str) -> dict:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: {what} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: {what} is nested too deeply to be valid") from None
     if not isinstance(doc, dict):
         raise InputError(f"{path}: {what} must be a JSON object, got {type(doc).__name__}")
     return doc

@@ -78,7 +78,8 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
 
     Raises InputError naming the file (and tensor) for a missing, truncated or corrupt
     file, an oversized header, an unknown dtype, a size that disagrees with the shape,
-    or data offsets beyond the end of the file.
+    data offsets beyond the end of the file, or tensors that overlap or leave bytes of
+    the data region unused.
     """
     p = os.fspath(path)
     try:
@@ -111,6 +112,8 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{p}: corrupt safetensors header (not JSON: {exc})") from None
+    except RecursionError:
+        raise InputError(f"{p}: corrupt safetensors header (JSON nested too deeply)") from None
     if not isinstance(doc, dict):
         raise InputError(f"{p}: corrupt safetensors header (JSON is not an object)")
     header = SafetensorsHeader(path=p, data_offset=8 + n, file_size=size)
@@ -122,9 +125,37 @@ def read_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
     for name, entry in doc.items():
         entries.append(_tensor_info(p, name, entry, header.data_size))
     # Keep the order of the data in the file (the JSON order is not guaranteed to match).
-    for info in sorted(entries, key=lambda t: (t.begin, t.end)):
+    ordered = sorted(entries, key=lambda t: (t.begin, t.end))
+    _check_coverage(p, ordered, header.data_size)
+    for info in ordered:
         header.tensors[info.name] = info
     return header
+
+
+def _check_coverage(path: str, ordered: list[TensorInfo], data_size: int) -> None:
+    """The tensors, in offset order, tile the data region exactly (as safetensors requires:
+    each one starts where the previous one ends, the last one ends at the end of the file)."""
+    at = 0
+    previous: TensorInfo | None = None
+    for info in ordered:
+        if info.begin < at and previous is not None:
+            raise InputError(
+                f"{path}: tensor {info.name!r}: data_offsets [{info.begin}, {info.end}] overlap "
+                f"tensor {previous.name!r} [{previous.begin}, {previous.end}]; the header is "
+                "corrupt (the safetensors library refuses it) - download the file again"
+            )
+        if info.begin > at:
+            raise InputError(
+                f"{path}: data bytes {at}-{info.begin} belong to no tensor (gap before "
+                f"{info.name!r}); the header is corrupt (the safetensors library refuses it)"
+            )
+        at = info.end
+        previous = info
+    if at != data_size:
+        raise InputError(
+            f"{path}: {data_size - at} data bytes after the last tensor belong to no tensor; "
+            "the file is corrupt or was appended to (the safetensors library refuses it)"
+        )
 
 
 def _tensor_info(path: str, name: str, entry: object, data_size: int) -> TensorInfo:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import mmap
 import os
 import secrets
 import shutil
@@ -524,20 +523,22 @@ class _Context:
             )
         rows, cols = job.src.shape
         bm = self.plan.block[0]
-        codes_all = _map_tensor(
-            self.src_fds[job.shard], self._src_offset(job.shard, job.src.begin), job.src.nbytes
-        )
-        codes_all = codes_all.reshape(rows, cols)
+        base = self._src_offset(job.shard, job.src.begin)
         deq = TileRowDequantizer(cols, self.plan.block, scales)
         step = deq.chunk_rows
         buf = np.empty((step, cols), dtype=np.uint16)
-        scratch = np.empty((min(bm, rows), cols), dtype=np.uint8)
+        # One tile row of codes at a time, read with pread (not a memory map: a shard cut
+        # short under a map kills the process with SIGBUS; pread sees the end of the file).
+        codes = np.empty((min(bm, rows), cols), dtype=np.uint8)
+        scratch = np.empty_like(codes)
         out_fd = self.out_fds[job.shard]
         for i, r0 in enumerate(range(0, rows, bm)):
             if self.stop.is_set():
                 raise _Stopped
             r1 = min(rows, r0 + bm)
-            nan = count_nan_codes(codes_all[r0:r1], scratch[: r1 - r0])
+            tile = codes[: r1 - r0]
+            _pread_into(self.src_fds[job.shard], tile, base + r0 * cols, src_path)
+            nan = count_nan_codes(tile, scratch[: r1 - r0])
             if nan:
                 raise InputError(
                     f"{src_path}: tensor {job.src.name!r}: {nan} FP8 NaN codes (0x7F/0xFF) in "
@@ -547,27 +548,10 @@ class _Context:
             # into the page cache.
             for c0 in range(r0, r1, step):
                 c1 = min(r1, c0 + step)
-                out = deq.rows(i, codes_all[c0:c1], buf[: c1 - c0])
+                out = deq.rows(i, tile[c0 - r0 : c1 - r0], buf[: c1 - c0])
                 _pwrite_all(out_fd, out, job.out_begin + c0 * cols * 2, out_path)
             self.progress.add((r1 - r0) * cols * 2)
         start_writeback(out_fd, job.out_begin, job.out_nbytes)
-
-
-def _map_tensor(fd: int, offset: int, nbytes: int) -> Any:
-    """A read-only uint8 view of ``nbytes`` at ``offset`` through a private memory map.
-
-    The map lives as long as the returned array, so pages are released per tensor.
-    """
-    from .numeric import numpy_modules
-
-    np, _ = numpy_modules()
-    if nbytes == 0:
-        return np.zeros(0, dtype=np.uint8)
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    mm = mmap.mmap(fd, offset - start + nbytes, access=mmap.ACCESS_READ, offset=start)
-    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-        mm.madvise(mmap.MADV_SEQUENTIAL)
-    return np.frombuffer(mm, dtype=np.uint8, count=nbytes, offset=offset - start)
 
 
 _copy_file_range_ok = hasattr(os, "copy_file_range")
@@ -603,14 +587,38 @@ def copy_range(
             _pwrite_all(out_fd, data, out_off, paths[1])
             n = len(data)
         if n == 0:
-            raise InputError(
-                f"{paths[0]}: unexpected end of file at byte {src_off}; the shard is truncated"
-            )
+            raise _truncated(src_fd, src_off, paths[0])
         start_writeback(out_fd, out_off, n)
         src_off += n
         out_off += n
         nbytes -= n
         add(n)
+
+
+def _truncated(fd: int, offset: int, path: str) -> InputError:
+    try:
+        now = f" (it now has {os.fstat(fd).st_size} bytes)"
+    except OSError:
+        now = ""
+    return InputError(
+        f"{path}: unexpected end of file at byte {offset}{now}; the shard is truncated or "
+        "was cut short during conversion (a copy or download still running?): let it "
+        "finish and convert again"
+    )
+
+
+def _pread_into(fd: int, array: Any, offset: int, path: str) -> None:
+    """Fill ``array`` (contiguous) from ``fd`` at ``offset``; InputError at end of file."""
+    view = memoryview(array).cast("B")
+    while len(view):
+        try:
+            n = os.preadv(fd, [view], offset)
+        except OSError as exc:
+            raise _io_error(exc, path) from None
+        if n == 0:
+            raise _truncated(fd, offset, path)
+        view = view[n:]
+        offset += n
 
 
 def _pread_all(fd: int, n: int, offset: int, path: str) -> bytes:
@@ -621,9 +629,7 @@ def _pread_all(fd: int, n: int, offset: int, path: str) -> bytes:
         except OSError as exc:
             raise _io_error(exc, path) from None
         if not chunk:
-            raise InputError(
-                f"{path}: unexpected end of file at byte {offset}; the shard is truncated"
-            )
+            raise _truncated(fd, offset, path)
         parts.append(chunk)
         n -= len(chunk)
         offset += len(chunk)

@@ -56,7 +56,7 @@ def read_manifest(dst_dir: str) -> dict | None:
     try:
         with open(os.path.join(dst_dir, MANIFEST_NAME), encoding="utf-8") as fh:
             doc = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         return None
