@@ -10,15 +10,20 @@ header words. Layout facts (HBM vs DDR tables, A3 ``Chip Phy-ID``, 950 ``NPU ID 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import selectors
 import shutil
+import signal
 import subprocess
+import time
 from typing import Any
 
 from .errors import CheckFailed, InputError, describe_path
 
 KINDS = ("info", "map", "kv")
+MAX_OUTPUT = 8 << 20  # npu-smi prints a few KiB; more is a broken binary or a wrong file
 
 # Where driver packages install npu-smi (ascend-host.md §1.6 and §3.1); Ansible and cron
 # often run with a PATH that lacks /usr/local/sbin.
@@ -508,25 +513,92 @@ def _resolve(binary: str) -> str:
     )
 
 
+def run_capped(
+    argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT, max_err: int = 64 << 10
+) -> tuple[int, bytes, bytes]:
+    """Run ``argv``: (exit status, stdout, the first ``max_err`` bytes of stderr).
+
+    Both pipes are read as they fill, within one deadline on the monotonic clock. Raises
+    ``subprocess.TimeoutExpired`` when it passes and ``OutputTooLarge`` beyond ``max_bytes``
+    of stdout; either way the process and everything it started are killed. OSError when
+    it cannot start.
+    """
+    deadline = time.monotonic() + timeout
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(argv, timeout)
+            for key, _events in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.data is out:
+                    out += chunk
+                    if len(out) > max_bytes:
+                        raise OutputTooLarge(max_bytes)
+                elif len(err) < max_err:
+                    err += chunk[: max_err - len(err)]
+        status = proc.wait(max(deadline - time.monotonic(), 0.01))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        sel.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    return status, bytes(out), bytes(err)
+
+
+class OutputTooLarge(Exception):
+    """A command wrote more than the accepted number of bytes to stdout."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"more than {limit >> 20} MiB of output")
+        self.limit = limit
+
+
 def run_npu_smi(args: list[str], binary: str = "npu-smi", timeout: float = 30) -> str:
-    """Run ``npu-smi ARGS`` and return its stdout; ``CheckFailed``/``InputError`` otherwise."""
+    """Run ``npu-smi ARGS`` and return its stdout; ``CheckFailed``/``InputError`` otherwise.
+
+    At most ``MAX_OUTPUT`` bytes are read (as ``parse`` accepts) within ``timeout``.
+    """
     path = _resolve(binary)
     command = " ".join([os.path.basename(binary), *args])
     try:
-        done = subprocess.run([path, *args], capture_output=True, timeout=timeout, check=False)
+        status, out, err = run_capped([path, *args], timeout)
     except subprocess.TimeoutExpired:
         raise CheckFailed(
             f"`{command}` did not finish within {timeout:g} s; the NPU driver or a device "
             "is hung (check `dmesg` and the driver logs in /var/log/npu)"
         ) from None
+    except OutputTooLarge as exc:
+        raise CheckFailed(
+            f"`{command}` wrote {exc}, npu-smi prints a few KiB: {path} is not a working "
+            "npu-smi (stopped it); check the binary and the driver installation"
+        ) from None
     except OSError as exc:
         raise CheckFailed(f"`{command}` could not be started: {exc.strerror or exc}") from None
-    stdout = done.stdout.decode("utf-8", errors="replace")
-    if done.returncode != 0:
-        detail = done.stderr.decode("utf-8", errors="replace").strip() or stdout.strip()
+    stdout = out.decode("utf-8", errors="replace")
+    if status != 0:
+        detail = err.decode("utf-8", errors="replace").strip() or stdout.strip()
         detail = " ".join(detail.split())[:400] or "no output"
         raise CheckFailed(
-            f"`{command}` exited with status {done.returncode}: {detail}; the driver is "
+            f"`{command}` exited with status {status}: {detail}; the driver is "
             "installed but the devices are not usable (check `dmesg`, reload the driver or "
             "reboot after a firmware upgrade)"
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,63 @@ def test_cli_show_failures(tmp_path):
     done = run_cli("show", "--npu-smi", str(empty))
     assert done.returncode == 2
     assert "`npu-smi info` output: is empty" in done.stderr
+
+
+# -- bounded reads: a flooding or lingering npu-smi cannot exhaust memory or time --------------
+def peak_rss_mb(argv: list[str]) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run ``argv`` from a wrapper that reports its children's peak RSS; (result, MB, s)."""
+    wrapper = (
+        "import resource, subprocess, sys, time, json\n"
+        "t = time.monotonic()\n"
+        "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "print(json.dumps([r.returncode, r.stderr, time.monotonic() - t,\n"
+        "  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, timeout=120
+    )
+    rc, stderr, seconds, mb = json.loads(done.stdout)
+    return subprocess.CompletedProcess(argv, rc, "", stderr), mb, seconds
+
+
+def test_flooding_npu_smi_is_stopped_at_8_mib(tmp_path):
+    """Reported: a flooding npu-smi reached 5.7 GB in 5 s and died with MemoryError."""
+    flood = fake_npu_smi(tmp_path, "exec yes '| 0     910B4     | OK  | 93.4  47  0 / 0 |'\n")
+    t0 = time.monotonic()
+    with pytest.raises(CheckFailed, match=r"wrote more than 8 MiB of output.*not a working"):
+        npu_smi.run_npu_smi(["info"], binary=str(flood), timeout=60)
+    assert time.monotonic() - t0 < 10
+    done, mb, seconds = peak_rss_mb([CLI, "npu-smi", "show", "--npu-smi", str(flood)])
+    assert done.returncode == 1 and "8 MiB" in done.stderr and done.stderr.count("\n") == 1
+    assert mb < 150, mb
+    assert seconds < 15, seconds
+
+
+def test_stderr_flood_is_drained_and_capped(tmp_path):
+    noisy = fake_npu_smi(
+        tmp_path, f'head -c 200000000 /dev/zero | tr "\\0" x >&2\n/bin/cat "{INFO}"\n'
+    )
+    text = npu_smi.run_npu_smi(["info"], binary=str(noisy), timeout=60)
+    assert text == INFO.read_text()
+    failing = fake_npu_smi(
+        tmp_path, 'head -c 50000000 /dev/zero | tr "\\0" x >&2\nexit 3\n', name="failing"
+    )
+    with pytest.raises(CheckFailed, match="exited with status 3") as exc:
+        npu_smi.run_npu_smi(["info"], binary=str(failing), timeout=60)
+    assert len(str(exc.value)) < 800
+
+
+def test_timeout_kills_what_npu_smi_left_behind(tmp_path):
+    """A child holding stdout open after npu-smi exits: the deadline still holds, and the
+    child is killed with it."""
+    marker = tmp_path / "child.pid"
+    lingering = fake_npu_smi(tmp_path, f'sleep 60 & echo $! > "{marker}"\n/bin/cat "{INFO}"\n')
+    t0 = time.monotonic()
+    with pytest.raises(CheckFailed, match=r"within 1 s"):
+        npu_smi.run_npu_smi(["info"], binary=str(lingering), timeout=1)
+    assert time.monotonic() - t0 < 3
+    pid = int(marker.read_text())
+    time.sleep(0.2)
+    with open(f"/proc/{pid}/stat") if os.path.exists(f"/proc/{pid}") else open(os.devnull) as fh:
+        state = fh.read().split(") ")[-1][:1]
+    assert state in ("", "Z"), f"child {pid} still running ({state})"

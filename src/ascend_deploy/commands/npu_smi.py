@@ -8,7 +8,7 @@ from typing import Any
 
 from ..cli import emit
 from ..errors import InputError, describe_path
-from ..npu_smi import KINDS, parse, run_npu_smi
+from ..npu_smi import KINDS, MAX_OUTPUT, parse, run_npu_smi
 
 _SHOW_ARGS = {"info": ["info"], "map": ["info", "-m"], "kv": ["info", "-l"]}
 
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p_show.add_argument("--json", action="store_true", help="print JSON")
 
 
-MAX_BYTES = 8 << 20  # npu-smi output is a few KiB; refuse to slurp huge or endless files
+MAX_BYTES = MAX_OUTPUT  # npu-smi output is a few KiB; refuse to slurp huge or endless files
 
 
 def _read(path: str) -> bytes:
