@@ -42,6 +42,7 @@ demo: venv images
 		--group ascend_llm --inventory inventory/sim/hosts.yml
 	$(BIN)/ansible-playbook playbooks/sim_model.yml
 	$(BIN)/ansible-playbook deploy.yml
+	@$(BIN)/python tools/demo_usage.py
 
 demo-down: venv
 	$(BIN)/python -m ascend_sim.fleet down --name-prefix demo --inventory inventory/sim/hosts.yml

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+
+BASE_CONFIG = Path(__file__).resolve().parents[2] / "molecule" / "_shared" / "base.yml"
 
 
 def outputs_dir(scenario: str) -> Path:
@@ -32,3 +35,15 @@ def row_of(rows: list[dict], host: str) -> dict:
     found = [r for r in rows if r.get("host") == host]
     assert found, f"no summary row for {host}: {rows}"
     return found[0]
+
+
+def api_key() -> str:
+    """The API key every scenario's services use (``vllm_service_api_key`` in base.yml)."""
+    found = re.search(r"^\s*vllm_service_api_key:\s*(\S+)\s*$", BASE_CONFIG.read_text(), re.M)
+    assert found, f"{BASE_CONFIG} sets no vllm_service_api_key"
+    return found.group(1).strip("'\"")
+
+
+def auth_headers() -> dict[str, str]:
+    """JSON and bearer-token headers for a request to a scenario's service."""
+    return {"Content-Type": "application/json", "Authorization": f"Bearer {api_key()}"}

@@ -21,7 +21,7 @@ import pytest
 
 from ascend_deploy.plan import make_plan
 from ascend_sim.checkpoints import write_checkpoint
-from ascend_sim.scenario_outputs import outputs_dir, read_case, row_of
+from ascend_sim.scenario_outputs import auth_headers, outputs_dir, read_case, row_of
 
 OUT = outputs_dir("capacity")
 REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).parents[3]))
@@ -183,7 +183,7 @@ def chat(base: str, content: str, max_tokens: int) -> tuple[int, dict]:
     req = urllib.request.Request(
         f"{base}/v1/chat/completions",
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers=auth_headers(),
     )
     try:
         with urllib.request.urlopen(req, timeout=300) as resp:

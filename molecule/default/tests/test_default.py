@@ -13,6 +13,8 @@ import json
 import subprocess
 import urllib.request
 
+from ascend_sim.scenario_outputs import auth_headers
+
 SERVICE = "qwen3"
 NPUS = 8
 CONTROL_DEVICES = {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"}
@@ -102,7 +104,7 @@ def test_served_answer_through_the_published_port(host):
     req = urllib.request.Request(
         f"http://{port}/v1/chat/completions",
         data=body,
-        headers={"Content-Type": "application/json"},
+        headers=auth_headers(),
     )
     with urllib.request.urlopen(req, timeout=120) as resp:
         answer = json.loads(resp.read())

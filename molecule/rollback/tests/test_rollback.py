@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ascend_sim.scenario_outputs import api_key
+
 EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
 GOOD = "quay.io/ascend/vllm-ascend:v0.23.0"
 NEW = "quay.io/ascend/vllm-ascend:v0.11.0"
@@ -22,7 +24,7 @@ ASK = (
     "data=json.dumps({'messages': [{'role': 'user', 'content': 'What is the capital of France?'}], "
     "'max_tokens': 60, 'temperature': 0, "
     "'chat_template_kwargs': {'enable_thinking': False}}).encode(), "
-    "headers={'Content-Type': 'application/json'}); "
+    "headers={'Content-Type': 'application/json', 'Authorization': 'Bearer %s'}); "
     "print(json.load(urllib.request.urlopen(req, timeout=60))['choices'][0]['message']['content'])"
 )
 
@@ -75,4 +77,4 @@ def test_hosts_serve_the_expected_version(host, name):
         assert image == NEW and "ascend-deploy.rollback" not in labels
         assert last_good["image"] == NEW
         assert status_of(name)["status"] == "verified"
-    assert "Paris" in host.check_output(f'python3 -c "{ASK}"')
+    assert "Paris" in host.check_output(f'python3 -c "{ASK % api_key()}"')

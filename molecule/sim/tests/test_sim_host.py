@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +23,7 @@ REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve(
 sys.path.insert(0, str(REPO / "src"))
 
 from ascend_deploy import npu_smi, version_files  # noqa: E402
+from ascend_sim.scenario_outputs import auth_headers  # noqa: E402
 
 PRESET_NPUS = 8
 PRESET_HBM_MB = 65536
@@ -93,13 +95,7 @@ def test_inner_docker_has_the_emulator_image(host):
     assert "quay.io/ascend/vllm-ascend:v0.23.0" in out.split()
 
 
-def _model_served() -> bool:
-    return (REPO / "tests" / "data" / "tiny-qwen3-fp8" / "config.json").is_file()
-
-
 def test_serving_process_shows_in_npu_smi(host):
-    if not _model_served():
-        pytest.skip("tests/data/tiny-qwen3-fp8 does not exist yet; converge served nothing")
     parsed = npu_smi.parse(host.check_output("npu-smi info"), source="npu-smi info")
     on_npu0 = [p for p in parsed["processes"] if p["npu"] == 0]
     assert on_npu0, "vllm serve on /dev/davinci0 holds no NPU memory in npu-smi"
@@ -122,9 +118,17 @@ def _published_port(container: str, port: int) -> int:
     raise AssertionError(f"{container}: port {port} is not published on 127.0.0.1 ({out!r})")
 
 
+def test_vllm_serve_refuses_a_request_without_the_api_key(host):
+    port = _published_port(host.backend.get_hostname(), 8000)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    assert refused.value.code == 401
+    argv = host.check_output("docker inspect -f '{{json .Config.Cmd}}' vllm-tiny")
+    assert "--api-key" not in argv  # the key reaches vLLM through its environment only
+
+
 def test_vllm_serve_answers_a_chat_request(host):
-    if not _model_served():
-        pytest.skip("tests/data/tiny-qwen3-fp8 does not exist yet; converge served nothing")
     port = _published_port(host.backend.get_hostname(), 8000)
     body = json.dumps(
         {
@@ -137,7 +141,7 @@ def test_vllm_serve_answers_a_chat_request(host):
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/chat/completions",
         data=body,
-        headers={"Content-Type": "application/json"},
+        headers=auth_headers(),
     )
     deadline = time.monotonic() + 60
     while True:

@@ -1,0 +1,114 @@
+"""vllm_service refuses an open endpoint and env values that would inject lines (issue 11 D).
+
+Each case runs the role's validation and then writes service.env from the role's own template,
+as the role does, through ansible-playbook on localhost.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_local_play
+
+pytestmark = pytest.mark.slow
+
+TEMPLATE = REPO / "roles" / "vllm_service" / "templates" / "service.env.j2"
+
+
+def write_env(tmp_path: Path, **variables) -> tuple[int, str, Path]:
+    """Validate, then render service.env with ``variables``; (rc, output, env file)."""
+    dest = tmp_path / "service.env"
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {
+                "vllm_service_name": "qwen3",
+                "vllm_service_plan": {"env": {"HCCL_OP_EXPANSION_MODE": "AIV"}},
+                # the template task runs outside the role: its defaults are not in scope there
+                "vllm_service_extra_env": {},
+                "vllm_service_api_key": "",
+                **variables,
+            },
+            "tasks": [
+                {
+                    "name": "validate",
+                    "ansible.builtin.include_role": {
+                        "name": "vllm_service",
+                        "tasks_from": "validate.yml",
+                    },
+                },
+                {
+                    "name": "render",
+                    "ansible.builtin.template": {
+                        "src": str(TEMPLATE),
+                        "dest": str(dest),
+                        "mode": "0600",
+                    },
+                },
+            ],
+        }
+    ]
+    done = run_local_play(play, tmp_path)
+    return done.returncode, done.stdout + done.stderr, dest
+
+
+def test_newline_in_extra_env_cannot_add_ld_preload(tmp_path):
+    rc, out, dest = write_env(
+        tmp_path,
+        vllm_service_api_key="k",
+        vllm_service_extra_env={"MY_FLAG": "1\nLD_PRELOAD=/tmp/evil.so"},
+    )
+    assert rc != 0
+    assert not dest.exists(), dest.read_text()
+    assert "vllm_service_extra_env MY_FLAG holds a line break" in out
+
+
+def test_newline_in_the_api_key_is_refused_without_printing_it(tmp_path):
+    rc, out, dest = write_env(tmp_path, vllm_service_api_key="s3cret\nLD_PRELOAD=/tmp/evil.so")
+    assert rc != 0 and not dest.exists()
+    assert "vllm_service_api_key holds a line break" in out
+    assert "s3cret" not in out
+
+
+def test_bad_variable_name_is_refused(tmp_path):
+    rc, out, dest = write_env(
+        tmp_path, vllm_service_api_key="k", vllm_service_extra_env={"A=B": "1"}
+    )
+    assert rc != 0 and not dest.exists()
+    assert 'name "A=B" is not an environment variable name' in out
+
+
+def test_no_key_on_all_interfaces_stops_with_the_vault_fix(tmp_path):
+    rc, out, dest = write_env(tmp_path)  # role defaults: 0.0.0.0, no key
+    assert rc != 0 and not dest.exists()
+    flat = re.sub(r"\s+", " ", out)
+    assert "vllm_service_bind_address is 0.0.0.0 and no API key is set" in flat
+    assert "ansible-vault encrypt_string --name vault_vllm_service_api_key" in flat
+    assert "vllm_service_allow_unauthenticated: true" in flat
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"vllm_service_bind_address": "127.0.0.1"},
+        {"vllm_service_allow_unauthenticated": True},
+        {
+            "vllm_service_api_key": "k-123",
+            "vllm_service_extra_env": {"VLLM_LOGGING_LEVEL": "DEBUG"},
+        },
+    ],
+    ids=["loopback", "allowed", "key"],
+)
+def test_accepted_settings_write_one_line_per_variable(tmp_path, variables):
+    rc, out, dest = write_env(tmp_path, **variables)
+    assert rc == 0, out[-3000:]
+    lines = [ln for ln in dest.read_text().splitlines() if ln and not ln.startswith("#")]
+    expected = {"HCCL_OP_EXPANSION_MODE=AIV"}
+    if "vllm_service_api_key" in variables:
+        expected |= {"VLLM_API_KEY=k-123", "VLLM_LOGGING_LEVEL=DEBUG"}
+    assert set(lines) == expected
+    if variables.get("vllm_service_allow_unauthenticated"):
+        assert "serving on 0.0.0.0 without an API key" in out
