@@ -9,11 +9,14 @@ numbers or indentation; both are tolerated. Lines starting with ``#`` are commen
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 
 from .errors import InputError
 
 MAX_BYTES = 1 << 20  # version files are a few hundred bytes; refuse anything huge
+CLIP = 80  # characters of a value quoted in an error message
 
 _CAT_N = re.compile(r"^\s*\d+\t\s*|^\s*\d+\s{2,}")
 _EQ = re.compile(r"^([A-Za-z_][\w.\-]*)\s*=\s*(.*)$")
@@ -21,19 +24,37 @@ _COLON = re.compile(r"^([A-Za-z][\w .\-]*?)\s*:\s*(.*)$")
 _INNER = re.compile(r"V(\d+)R(\d+)C(\d+)", re.I)
 
 
+def clip(value: str, n: int = CLIP) -> str:
+    """``value`` cut to ``n`` characters for an error message (a file can hold 1 MiB)."""
+    return value if len(value) <= n else value[: n - 3] + "..."
+
+
 def read_text(path: str, what: str) -> str | None:
-    """The text of ``path``; None when it does not exist; InputError when unreadable/binary."""
+    """The text of ``path``; None when it does not exist; InputError when unreadable/binary
+    or not a regular file (a FIFO would block the read forever, a device never end)."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected the {what}") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied reading the {what}; run as root") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{path}: is a directory, expected the {what}")
+        if not stat.S_ISREG(mode):
+            raise InputError(
+                f"{path}: is not a regular file (a FIFO, socket or device), expected the "
+                f"{what}; replace it with the file the package installs"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    finally:
+        os.close(fd)
     if len(raw) > MAX_BYTES:
         raise InputError(f"{path}: {what} is larger than 1 MiB; not a version file")
     if b"\0" in raw:
@@ -65,7 +86,7 @@ def parse_pairs(text: str, source: str, what: str, style: str = "eq") -> dict[st
                 continue
             m = pattern.match(stripped)
         if not m:
-            shown = body if len(body) <= 60 else body[:57] + "..."
+            shown = clip(body, 60)
             form = "KEY=VALUE" if style == "eq" else "'Key : value'"
             raise InputError(
                 f"{source}: line {number} of the {what} is not {form} ({shown!r}); "
@@ -111,12 +132,12 @@ def parse_code_list(text: str | None, source: str, key: str) -> list[tuple[tuple
         return []
     groups = re.findall(r"\[([^\]]*)\]", text)
     if not groups:
-        raise InputError(f"{source}: {key}={text!r} is not a list of [V100R001Cnn] entries")
+        raise InputError(f"{source}: {key}={clip(text)!r} is not a list of [V100R001Cnn] entries")
     out = []
     for group in groups:
         codes = [inner_code(part) for part in group.split(",") if part.strip()]
         if not codes or any(c is None for c in codes):
-            raise InputError(f"{source}: {key} entry [{group}] is not a V100R001Cnn code")
+            raise InputError(f"{source}: {key} entry [{clip(group)}] is not a V100R001Cnn code")
         out.append((codes[0], codes[-1]))
     return out
 
@@ -130,8 +151,8 @@ def parse_range_list(text: str | None, source: str, key: str) -> list[tuple[str,
     for group in groups:
         parts = [p.strip() for p in group.split(",")]
         if len(parts) != 2 or not all(parts):
-            raise InputError(f"{source}: {key} entry [{group}] is not a [low,high] range")
+            raise InputError(f"{source}: {key} entry [{clip(group)}] is not a [low,high] range")
         out.append((parts[0], parts[1]))
     if not out:
-        raise InputError(f"{source}: {key}={text!r} is not a list of [low,high] ranges")
+        raise InputError(f"{source}: {key}={clip(text)!r} is not a list of [low,high] ranges")
     return out

@@ -96,7 +96,9 @@ def _read_pairs(root: str, path: str, what: str, style: str = "eq") -> tuple[str
 
 def _check_version(value: str, source: str, key: str, what: str) -> str:
     if not is_version(value):
-        raise InputError(f"{source}: {key}={value!r} in the {what} is not a version number")
+        raise InputError(
+            f"{source}: {key}={vf.clip(value)!r} in the {what} is not a version number"
+        )
     return value
 
 
@@ -411,7 +413,8 @@ def cann_pairing(driver: dict, cann: dict) -> dict:
         1,
         "warn",
         f"CANN {cann['version']} ({cann_label}) is not in driver {driver['version']} "
-        f"compatible_version {driver.get('compatible_version')} nor the driver ({drv_label}) "
+        f"compatible_version [{', '.join(driver.get('compatible_version') or [])}] nor the "
+        f"driver ({drv_label}) "
         f"in the CANN list {note}",
         "check the CANN release notes for the supported Ascend HDK and upgrade the driver "
         "and firmware, or install a CANN release listed for this driver",

@@ -6,6 +6,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -504,3 +505,72 @@ def test_bom_and_crlf_from_an_editor_are_tolerated(tmp_path):
     driver = read_versions(str(tmp_path))["driver"]
     assert driver["version"] == "24.1.rc1"
     assert driver["compatible_version_fw"] == [["7.0.0", "7.2.99"]]
+
+
+def test_human_output_has_no_python_reprs(tmp_path, capsys):
+    """Reported: `(Innerversion None, fw [['7.0.0', '7.99.99']])`."""
+    put(tmp_path, DRIVER, "Version=25.5.0\ncompatible_version_fw=[7.0.0,7.99.99]\n")
+    put(tmp_path, FIRMWARE, "Version=7.8.0.5.201\n")
+    put(tmp_path, NNAL, "Ascend-cann-atb : 8.5.0\n")
+    build_tree.build("a2-toolkit-8.2", tmp_path / "full")
+    for root in (tmp_path, tmp_path / "full"):
+        assert main(["versions", "--root", str(root)]) == 0
+        out = capsys.readouterr().out
+        for repr_text in ("None", "[[", "['", "']"):
+            assert repr_text not in out, (repr_text, out)
+    assert main(["versions", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "25.5.0  (compatible firmware [7.0.0,7.99.99]) " in out
+    assert "7.8.0.5.201  " + str(tmp_path / FIRMWARE) in out
+
+
+def test_cann_pairing_lists_codes_without_reprs(tmp_path):
+    put(tmp_path, DRIVER, build_tree.sample_body("driver_version.info_24.1.rc2.2_5.txt"))
+    put(
+        tmp_path,
+        TOOLKIT.format(arch="aarch64"),
+        build_tree.sample_body("ascend_toolkit_install.info_8.5.0_cann_path_5.txt").replace(
+            "[V100R001C18],", ""
+        ),
+    )
+    (check,) = [
+        c for c in read_versions(str(tmp_path))["checks"] if c["id"] == "versions.driver-cann"
+    ]
+    assert "compatible_version [R001C30, R001C13" in check["evidence"]
+    assert "'" not in check["evidence"]
+
+
+def test_a_fifo_in_place_of_a_version_file_is_refused_at_once(tmp_path):
+    """Reported: a FIFO made `versions` hang forever."""
+    fifo = tmp_path / DRIVER
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "ascend_deploy.cli", "versions", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    assert done.returncode == 2, done.stderr
+    assert DRIVER in done.stderr and "not a regular file" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Version=" + "9" * 900_000 + "x\n",
+        "Version=24.1.0\ncompatible_version=" + "V" * 900_000 + "\n",
+        "Version=24.1.0\ncompatible_version_fw=[" + "7," * 300_000 + "]\n",
+        "Version=24.1.0\n" + "x" * 900_000 + "\n",
+    ],
+    ids=["version", "code-list", "fw-range", "line"],
+)
+def test_error_messages_cut_huge_values(tmp_path, capsys, body):
+    """Reported: one message echoed 900 KB."""
+    put(tmp_path, DRIVER, body)
+    assert main(["versions", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400 + len(str(tmp_path)), len(err)
+    assert "..." in err

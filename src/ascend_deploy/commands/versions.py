@@ -25,33 +25,43 @@ def _line(label: str, value: str | None, extra: str = "") -> str:
     return f"{label:<12} {text}{('  ' + extra) if extra and value else ''}"
 
 
+def _extra(parts: list[str | None], path: str) -> str:
+    """``(a, b) path`` from the parts that are known (no ``None`` in the output)."""
+    known = [p for p in parts if p]
+    return (f"({', '.join(known)}) " if known else "") + path
+
+
 def render(info: dict) -> str:
     out = []
     d, f, c, n = info["driver"], info["firmware"], info["cann"], info["nnal"]
-    out.append(
-        _line(
-            "driver",
-            d and d["version"],
-            d
-            and f"(Innerversion {d['innerversion']}, fw {d['compatible_version_fw']}) {d['path']}",
+    if d:
+        fw = _ranges(d)
+        inner = d.get("innerversion")
+        extra = _extra(
+            [inner and f"Innerversion {inner}", fw and f"compatible firmware {fw}"], d["path"]
         )
-    )
+        out.append(_line("driver", d["version"], extra))
+    else:
+        out.append(_line("driver", None))
+    pkg = f and f.get("package_version")
     out.append(
-        _line("firmware", f and f["version"], f and f"(package {f['package_version']}) {f['path']}")
+        _line("firmware", f and f["version"], f and _extra([pkg and f"package {pkg}"], f["path"]))
     )
     cann_extra = ""
     if c:
-        cann_extra = f"({c['layout']} layout, {c['inner_code']}) {c['path']}"
+        cann_extra = _extra(
+            [f"{c['layout']} layout" if c.get("layout") else None, c.get("inner_code")], c["path"]
+        )
         if len(c.get("installed") or []) > 1:
             cann_extra += f"; installed: {', '.join(c['installed'])}"
     out.append(_line("CANN", c and c["version"], cann_extra))
-    out.append(_line("NNAL/ATB", n and n["version"], n and f"({n['build']}) {n['path']}"))
+    out.append(_line("NNAL/ATB", n and n["version"], n and _extra([n.get("build")], n["path"])))
     ii = info["install_info"]
     out.append(
         _line(
             "install",
             ii and ii["path"],
-            ii and " ".join(f"{k}={v}" for k, v in ii.items() if k != "path"),
+            ii and " ".join(f"{k}={v}" for k, v in ii.items() if k != "path" and v),
         )
     )
     if info["python"]:
