@@ -656,9 +656,15 @@ def resolve_pinned(
             "pick a listed release (ascend-deploy compat) or unset the pin"
         )
     if not hardware_support(row, hardware)[0]:
+        listed = row.get("hardware")
+        lists = (
+            f"it lists {', '.join(map(str, listed))}"
+            if isinstance(listed, list) and listed
+            else "a tag outside the official matrix: its supported hardware is not published"
+        )
         raise CheckFailed(
             f"vllm-ascend {row['vllm_ascend']} does not support hardware {hardware} "
-            f"(it lists {', '.join(map(str, row.get('hardware') or []))}); pin another release"
+            f"({lists}); pin another release"
         )
     return describe_row(row, hardware, os_variant, registry)
 
