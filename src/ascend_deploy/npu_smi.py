@@ -239,10 +239,33 @@ def _chips(rows: list[tuple[int, list[str]]], layout: _Layout, source: str) -> l
             "summary row and a detail row): truncated or damaged output",
             "capture the complete `npu-smi info` output again",
         )
-    return [
+    chips = [
         _chip(rows[i][0], rows[i][1], rows[i + 1][0], rows[i + 1][1], layout, source)
         for i in range(0, len(rows), 2)
     ]
+    # Several chips per card (A3, 310P Duo, 310): each chip has its own chip id under the
+    # NPU id, and its own Phy-ID (A3) or Device id (DDR layout) across the host.
+    for key, what in (("phy_id", "Phy-ID"), ("logic_id", "Device id")):
+        seen: dict[int, dict] = {}
+        for c in chips:
+            other = seen.setdefault(c[key], c) if c[key] is not None else c
+            if other is not c:
+                raise _err(
+                    source,
+                    f"{what} {c[key]} is printed for NPU {other['npu']} chip {other['chip']} "
+                    f"and NPU {c['npu']} chip {c['chip']}: damaged or merged output",
+                    "capture `npu-smi info` of one host again",
+                )
+    pairs: set[tuple[int, int]] = set()
+    for c in chips:
+        if (c["npu"], c["chip"]) in pairs:
+            raise _err(
+                source,
+                f"NPU {c['npu']} chip {c['chip']} is printed twice: damaged or merged output",
+                "capture `npu-smi info` of one host again",
+            )
+        pairs.add((c["npu"], c["chip"]))
+    return chips
 
 
 def _chip(
@@ -276,9 +299,11 @@ def _chip(
         chip = _int(chip_tokens[0])  # type: ignore[assignment]
         if chip is None:
             raise _err(source, f"line {n2}: expected a chip id, got {detail[0]!r}")
-    # A3 prints the chip's global Phy-ID after the chip id; the DDR layout prints the
-    # logic "Device" id there instead, which is not a physical id.
-    phy_id = _int(chip_tokens[1]) if len(chip_tokens) > 1 and not layout.ddr_device else None
+    # A3 prints the chip's global Phy-ID after the chip id; the DDR layout (310, 310P, 310B)
+    # prints the chip's logic "Device" id there instead (/dev/davinciN, ASCEND_RT_VISIBLE_DEVICES).
+    second = _int(chip_tokens[1]) if len(chip_tokens) > 1 else None
+    phy_id = None if layout.ddr_device else second
+    logic_id = second if layout.ddr_device else None
 
     pairs, rest = _pairs(values)
     hugepages: tuple[str | None, str | None] = pairs[0] if pairs else (None, None)
@@ -289,6 +314,7 @@ def _chip(
         "npu": npu,
         "chip": chip,
         "phy_id": phy_id,
+        "logic_id": logic_id,
         "name": _null(name),
         "health": _null(health),
         "power_w": _float(rest[0]) if rest else None,

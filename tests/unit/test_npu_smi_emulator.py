@@ -122,7 +122,9 @@ def test_every_preset_output_parses_to_its_state(preset):
     state = load_preset(preset)
     expected = chips(state)
     info = parse(emu.run(["info"], state), kind="info")
-    want = [{k: v for k, v in c.items() if k != "logic_id"} for c in expected]
+    # the DDR layout (310P) prints each chip's logic id in its Device column
+    ddr = state["card"]["memory_kind"] == "ddr"
+    want = [{**c, "logic_id": c["logic_id"] if ddr else None} for c in expected]
     for got, exp in zip(info["chips"], want, strict=True):
         assert got == {
             **exp,

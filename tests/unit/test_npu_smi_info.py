@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import DATA, SAMPLES, sample
 
+from ascend_deploy.errors import InputError
 from ascend_deploy.npu_smi import detect_kind, parse
 
 CHIP_KEYS = [
-    "npu", "chip", "phy_id", "name", "health", "power_w", "temp_c", "aicore_pct", "bus_id",
+    "npu", "chip", "phy_id", "logic_id", "name", "health", "power_w", "temp_c", "aicore_pct",
+    "bus_id",
     "hbm_used_mb", "hbm_total_mb", "memory_used_mb", "memory_total_mb", "hugepages_used",
     "hugepages_total",
 ]  # fmt: skip
@@ -36,11 +39,13 @@ def test_910b4_32gb_24_1_1_partial():
     assert r["version"] == "24.1.1"
     assert r["processes"] == []
     assert r["chips"] == [
-        {"npu": 0, "chip": 0, "phy_id": None, "name": "910B4", "health": "OK", "power_w": 88.2,
+        {"npu": 0, "chip": 0, "phy_id": None, "logic_id": None, "name": "910B4", "health": "OK",
+         "power_w": 88.2,
          "temp_c": 30.0, "aicore_pct": 0.0, "bus_id": "0000:C1:00.0", "hbm_used_mb": 26838,
          "hbm_total_mb": 32768, "memory_used_mb": 0, "memory_total_mb": 0,
          "hugepages_used": 0, "hugepages_total": 0},
-        {"npu": 1, "chip": 0, "phy_id": None, "name": "910B4", "health": "OK", "power_w": 87.0,
+        {"npu": 1, "chip": 0, "phy_id": None, "logic_id": None, "name": "910B4", "health": "OK",
+         "power_w": 87.0,
          "temp_c": 30.0, "aicore_pct": 0.0, "bus_id": "0000:C2:00.0", "hbm_used_mb": 29356,
          "hbm_total_mb": 32768, "memory_used_mb": 0, "memory_total_mb": 0,
          "hugepages_used": 0, "hugepages_total": 0},
@@ -202,6 +207,7 @@ def test_310p3_duo_partial_two_chips_same_bus():
         assert c["hbm_used_mb"] is None and c["hbm_total_mb"] is None  # DDR layout
         assert c["bus_id"] == "0000:01:00.0"
         assert c["phy_id"] is None  # the DDR layout's second number is the logic Device id
+    assert [c["logic_id"] for c in r["chips"]] == [0, 1]  # one /dev/davinciN per chip
 
 
 def test_310p3_no_processes():
@@ -282,7 +288,8 @@ def test_950_doc_npu_id_name_layout():
     r = info("npu-smi-info_950_doc_1.txt")
     assert r["version"] == "x.x.x"
     assert r["chips"] == [
-        {"npu": 0, "chip": 0, "phy_id": None, "name": "xxx", "health": "OK", "power_w": 204.4,
+        {"npu": 0, "chip": 0, "phy_id": None, "logic_id": None, "name": "xxx", "health": "OK",
+         "power_w": 204.4,
          "temp_c": 56.0, "aicore_pct": 0.0, "bus_id": "0000:91:00.0", "hbm_used_mb": 4439,
          "hbm_total_mb": 86016, "memory_used_mb": 0, "memory_total_mb": 0,
          "hugepages_used": 0, "hugepages_total": 0}
@@ -295,8 +302,56 @@ def test_310b4_88_column_table_not_in_shared_samples():
     r = parse(text)
     assert r["version"] == "23.0.rc3" and r["processes"] == []
     assert r["chips"] == [
-        {"npu": 0, "chip": 0, "phy_id": None, "name": "310B4", "health": "OK", "power_w": 7.7,
+        {"npu": 0, "chip": 0, "phy_id": None, "logic_id": 0, "name": "310B4", "health": "OK",
+         "power_w": 7.7,
          "temp_c": 54.0, "aicore_pct": 0.0, "bus_id": None, "hbm_used_mb": None,
          "hbm_total_mb": None, "memory_used_mb": 2166, "memory_total_mb": 3513,
          "hugepages_used": 15, "hugepages_total": 15}
     ]  # fmt: skip
+
+
+# -- several chips per card: the Device / Phy-ID column of each chip row ------------------------
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        # Atlas 300I Duo: two 310P3 chips on one card (one Bus-Id), Device ids 0 and 1
+        ("npu-smi-info_310P3_duo_25.2.0_partial_4.txt", [(2, 0, None, 0), (2, 1, None, 1)]),
+        # Atlas 300 (310) in an Atlas 800 3000: four chips per NPU id; Device ids are host-wide
+        ("npu-smi-info_310_atlas800-3000_v21.0.4_1.txt",
+         [(6, 0, None, 3), (6, 1, None, 4), (6, 2, None, 5), (6, 3, None, 6)]),
+        ("npu-smi-info_310_atlas800-3000_v20.2.0_1.txt",
+         [(215, 0, None, 0), (215, 1, None, 1), (215, 2, None, 2), (215, 3, None, 3)]),
+        # A3: two chips per NPU, the Phy-ID is global (0-15), no logic id in this table
+        ("npu-smi-info_A3_25.2.1_partial_4.txt",
+         [(0, 0, 0, None), (0, 1, 1, None), (1, 0, 2, None)]),
+        ("npu-smi-info_A3_26.0.rc1_wide_trimmed_2.txt",
+         [(0, 0, 0, None), (0, 1, 1, None), (5, 0, 10, None), (5, 1, 11, None)]),
+        # one chip per card for comparison: 910B has neither column
+        ("npu-smi-info_910B4_32GB_24.1.1_partial_7.txt", [(0, 0, None, None), (1, 0, None, None)]),
+    ],
+)  # fmt: skip
+def test_chip_ids_of_multi_chip_cards_match_the_samples(name, want):
+    got = [(c["npu"], c["chip"], c["phy_id"], c["logic_id"]) for c in info(name)["chips"]]
+    assert got == want
+
+
+def duplicate_last_chip(text: str) -> str:
+    """The output with its last chip block printed twice (two captures merged)."""
+    lines = text.splitlines()
+    data = [i for i, line in enumerate(lines) if line.startswith("| ") and "/" in line]
+    last = data[-1]
+    return "\n".join(lines[: last + 1] + lines[last - 1 : last + 1] + lines[last + 1 :]) + "\n"
+
+
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("npu-smi-info_310P3_duo_25.2.0_partial_4.txt", "Device id 1 is printed for NPU 2 chip 1"),
+        ("npu-smi-info_A3_25.2.1_partial_4.txt", "Phy-ID 2 is printed for NPU 1 chip 0"),
+        ("npu-smi-info_910B4_32GB_24.1.1_partial_7.txt", "NPU 1 chip 0 is printed twice"),
+    ],
+)
+def test_a_chip_printed_twice_is_damaged_output(name, needle):
+    text = duplicate_last_chip(sample(name))
+    with pytest.raises(InputError, match=needle):
+        parse(text, source=name)
