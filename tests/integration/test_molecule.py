@@ -7,6 +7,7 @@ verify with testinfra, destroy). MOLECULE_SCENARIOS (space separated) picks a su
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,3 +57,16 @@ def test_molecule_scenario(scenario: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, (
         f"molecule test -s {scenario} failed (rc {proc.returncode}):\n{tail}"
     )
+    # Green only when the verifier asserted something: testinfra's last summary line must report
+    # passed tests and neither failures nor errors (a wrong outputs path must not pass).
+    assert_verified(log.read_text(errors="replace"), scenario)
+
+
+def assert_verified(log: str, scenario: str) -> None:
+    """The verifier's pytest summary (``== 12 passed, 3 skipped in 4.1s ==``) shows a real run."""
+    summaries = re.findall(r"^=+ (.*\bin [\d.]+s.*) =+$", log, re.M)
+    assert summaries, f"molecule {scenario}: no verifier (pytest) summary in the log"
+    counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (\w+)", summaries[-1]))
+    assert counts.get("passed", 0) > 0, f"molecule {scenario}: no test passed: {summaries[-1]}"
+    bad = {k: v for k, v in counts.items() if k in ("failed", "error", "errors") and v}
+    assert not bad, f"molecule {scenario}: {summaries[-1]}"

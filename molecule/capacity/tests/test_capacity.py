@@ -46,16 +46,14 @@ START_TASK = "TASK [vllm_service : Start the replicas"
 
 def case(name: str) -> tuple[dict, list[dict]]:
     found = read_case("capacity", name)
-    if found is None:
-        pytest.skip(f"case {name} missing: run through molecule (converge keeps the outputs)")
+    assert found is not None, f"case {name}: no run.json under {OUT} (converge did not keep it)"
     return found
 
 
 def npu0_before() -> dict:
     """NPU 0 as npu-smi showed it before any case ran (what every case planned from)."""
     path = OUT / "npu-before.json"
-    if not path.exists():
-        pytest.skip(f"{path} missing: run through molecule")
+    assert path.exists(), f"{path} missing: converge did not write it"
     chips = json.loads(path.read_text())["chips"]
     return next(c for c in chips if c["npu"] == 0)
 
@@ -134,8 +132,7 @@ def test_p5_pinned_context_is_refused_before_any_container_with_numbers(yarn_pla
 def test_p5_unpinned_context_is_lowered_to_the_kv_capacity(yarn_plans, host):
     """vllm_service's plan tasks, run in check mode on the host (see converge.yml)."""
     path = OUT / "p5-unpinned" / "plan.json"
-    if not path.exists():
-        pytest.skip(f"{path} missing: run through molecule")
+    assert path.exists(), f"{path} missing: converge did not write it"
     role_plan = json.loads(path.read_text())
     plan = yarn_plans["unpinned"]
     cap = plan["kv_capacity_tokens"]
@@ -158,8 +155,7 @@ def test_p5_unpinned_context_is_lowered_to_the_kv_capacity(yarn_plans, host):
 @pytest.fixture(scope="module")
 def sizing() -> dict:
     path = OUT / "kv-sizing.json"
-    if not path.exists():
-        pytest.skip(f"{path} missing: run through molecule")
+    assert path.exists(), f"{path} missing: converge did not write it"
     return json.loads(path.read_text())
 
 
