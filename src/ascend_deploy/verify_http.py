@@ -25,6 +25,8 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
+from .errors import InputError
+
 MAX_BODY = 32 * 1024 * 1024  # a chat answer, /v1/models or /metrics is far smaller
 MAX_ERROR_BODY = 64 * 1024
 MAX_EVENT_LINE = 1024 * 1024
@@ -210,6 +212,11 @@ class Client:
         if self.base.endswith("/v1"):
             self.base = self.base[:-3]
         self.origin = _origin(parsed)
+        if api_key and any(not ("!" <= ch <= "~") for ch in api_key):
+            raise InputError(
+                "the API key must be one line of visible ASCII characters (no spaces or "
+                "control characters); check the vaulted key or the key file"
+            )
         self.api_key = api_key
         self.timeout = timeout
 

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ascend_deploy.errors import InputError
 from ascend_deploy.verify import Options, run_verify
 from ascend_deploy.verify_http import (
     MAX_BODY,
@@ -323,3 +324,11 @@ def test_help_says_how_to_keep_the_key_out_of_argv():
     assert "--api-key-file" in out and "$VLLM_API_KEY" in out and "visible" in out
     res = cli("verify", "--url", "http://x", "--api-key", "a", "--api-key-file", "b")
     assert res.returncode == 2 and "not allowed with" in res.stderr
+
+
+def test_a_key_that_cannot_be_a_header_is_refused_before_any_request(serve):
+    srv = serve(key_checking)
+    for key in ("two\nlines", "sk with space", "ключ"):
+        with pytest.raises(InputError, match="visible ASCII"):
+            run_verify(Options(url=srv.url, api_key=key, ready_timeout=1))
+    assert srv.seen == []
