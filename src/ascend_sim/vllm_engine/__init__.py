@@ -1,0 +1,1 @@
+"""Real vLLM (CPU backend) behind the emulated Ascend layer: the engine image's ``vllm``."""
