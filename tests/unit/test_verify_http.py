@@ -58,7 +58,9 @@ class Server:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     def close(self) -> None:
@@ -268,10 +270,15 @@ def test_error_statuses_keep_their_message_and_cap_the_body(serve):
 
 # -- the key from a file or the environment ----------------------------------------------------
 def key_checking(h):
+    """401 without the key; with it a service that refuses every chat request (ends fast)."""
     if h.headers.get("Authorization") != f"Bearer {KEY}":
         reply(h, b'{"error": {"message": "Unauthorized"}}', 401)
-    else:
+    elif h.path == "/health":
         reply(h, b"")
+    elif h.path == "/v1/models":
+        reply(h, b'{"data": [{"id": "m"}]}')
+    else:
+        reply(h, b'{"error": {"message": "refused"}}', 400)
 
 
 def test_api_key_from_a_file_and_from_the_environment(serve, tmp_path):
