@@ -540,7 +540,11 @@ def _resolve(binary: str) -> str:
 
 
 def run_capped(
-    argv: list[str], timeout: float, max_bytes: int = MAX_OUTPUT, max_err: int = 64 << 10
+    argv: list[str],
+    timeout: float,
+    max_bytes: int = MAX_OUTPUT,
+    max_err: int = 64 << 10,
+    cwd: str | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run ``argv``: (exit status, stdout, the first ``max_err`` bytes of stderr).
 
@@ -556,6 +560,7 @@ def run_capped(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        cwd=cwd,
     )
     assert proc.stdout is not None and proc.stderr is not None
     out, err = bytearray(), bytearray()

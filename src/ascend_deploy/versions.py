@@ -27,6 +27,7 @@ import subprocess
 
 from . import version_files as vf
 from .errors import InputError
+from .npu_smi import OutputTooLarge, run_capped
 from .versioning import is_version, same_release, version_key
 
 DEFAULT_ASCEND = "/usr/local/Ascend"
@@ -282,14 +283,13 @@ def query_packages(python: str, timeout: float = 60.0) -> dict:
     # resolve before running from "/" (cwd-independent, so site-packages in cwd do not leak)
     exe = os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
     try:
-        proc = subprocess.run(
-            [exe, "-c", _PACKAGE_QUERY],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd="/",
-            check=False,
-        )
+        # stdout read through a capped pipe: a wrong PATH (a script that floods) cannot
+        # exhaust memory
+        status, out, err = run_capped([exe, "-c", _PACKAGE_QUERY], timeout, 1 << 20, cwd="/")
+    except OutputTooLarge:
+        raise InputError(
+            f"{python}: wrote more than 1 MiB to the package query; not a Python interpreter"
+        ) from None
     except FileNotFoundError:
         raise InputError(f"{python}: Python interpreter not found; pass --python PATH") from None
     except PermissionError:
@@ -300,18 +300,21 @@ def query_packages(python: str, timeout: float = 60.0) -> dict:
         raise InputError(f"{python}: cannot run it as a Python interpreter ({exc})") from None
     except subprocess.TimeoutExpired:
         raise InputError(f"{python}: did not answer the package query in {timeout:.0f}s") from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    stdout = out.decode("utf-8", errors="replace")
+    stderr = err.decode("utf-8", errors="replace")
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
     try:
         doc = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         doc = None
-    if proc.returncode != 0 or not isinstance(doc, dict) or "packages" not in doc:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
+    packages = doc.get("packages") if isinstance(doc, dict) else None
+    if status != 0 or not isinstance(packages, dict):
+        last = (stderr.strip().splitlines() or ["no output"])[-1][:120]
         raise InputError(
             f"{python}: is not a working Python >= 3.8 interpreter "
-            f"(exit {proc.returncode}: {last}); pass --python PATH"
+            f"(exit {status}: {last}); pass --python PATH"
         )
-    packages = {k: doc["packages"].get(k) for k in PACKAGES}
+    packages = {k: vf.clip(str(packages[k])) if packages.get(k) else None for k in PACKAGES}
     return {"python": doc.get("python"), "executable": doc.get("executable"), "packages": packages}
 
 

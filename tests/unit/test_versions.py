@@ -574,3 +574,11 @@ def test_error_messages_cut_huge_values(tmp_path, capsys, body):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 400 + len(str(tmp_path)), len(err)
     assert "..." in err
+
+
+def test_a_flooding_interpreter_is_stopped(tmp_path):
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nexec yes 'torch 2.10.0'\n")
+    fake.chmod(0o755)
+    with pytest.raises(InputError, match="more than 1 MiB"):
+        query_packages(str(fake), timeout=30)
