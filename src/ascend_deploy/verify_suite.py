@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,12 +202,20 @@ def load_suite(path: str | None = None) -> tuple[str, list[Case]]:
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory; give a suite file (YAML or JSON)")
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(16 * 1024 * 1024 + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise InputError(f"{path}: suite file not found") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the suite ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path}: not a regular file; give a suite file (YAML or JSON)")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(16 * 1024 * 1024 + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the suite ({exc.strerror})") from None
+    finally:
+        os.close(fd)
     if len(raw) > 16 * 1024 * 1024:
         raise InputError(f"{path}: suite file larger than 16 MiB")
     if b"\x00" in raw:

@@ -184,3 +184,11 @@ def test_deeply_nested_suite_is_one_line_and_exit_2(tmp_path, capsys):
     rc = main(["verify", "--url", "http://127.0.0.1:1", "--suite", str(suite)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "nested too deeply" in err, err
+
+
+def test_a_suite_that_is_a_fifo_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "suite.json"
+    os.mkfifo(fifo)
+    rc = main(["verify", "--url", "http://127.0.0.1:1", "--suite", str(fifo)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "not a regular file" in err, err
