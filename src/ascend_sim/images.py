@@ -6,8 +6,9 @@ Images:
 * ``quay.io/ascend/vllm-ascend:<tag>`` — the vLLM-Ascend emulator, one image per emulated
   compatibility-matrix row (``docker/vllm-ascend``).
 * ``ascend-sim/vllm-engine:<tag>`` — the same row with the real vLLM CPU engine behind the emulated
-  Ascend layer (``docker/vllm-engine``; ``ENGINE_ROWS``). Its build stages the CPU torch wheel from
-  pip's find-links into ``.cache/engine-wheels/``; without that wheel the default build skips it.
+  Ascend layer (``docker/vllm-engine``; ``ENGINE_ROWS``); built only with ``--only engine``
+  (molecule/engine does). Its build stages the CPU torch wheel from pip's find-links into
+  ``.cache/engine-wheels/``.
 
 Every Dockerfile takes its base as the ``BASE_IMAGE`` build argument. When neither the requested
 base exists locally nor ``debian:bookworm-slim`` can be pulled, a Debian bookworm base is made with
@@ -212,8 +213,12 @@ def stage_engine_wheels(spec: ImageSpec, repo: Path = REPO) -> None:
             shutil.copyfile(wheel, target)
 
 
-def image_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
-    """The images this repository builds; ``rows`` limits the emulator rows."""
+def image_specs(rows: Iterable[str] | None = None, engine: bool = False) -> list[ImageSpec]:
+    """The images this repository builds; ``rows`` limits the emulator rows.
+
+    The engine variants (3 GB, minutes to build) only with ``engine``: ``--only engine``;
+    molecule/engine builds its image itself.
+    """
     chosen = list(VLLM_ROWS) if rows is None else list(rows)
     unknown = [r for r in chosen if r not in VLLM_ROWS]
     if unknown:
@@ -232,7 +237,7 @@ def image_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
                 dict(VLLM_ROWS[row]),
             )
         )
-    return specs + engine_specs(chosen)
+    return specs + (engine_specs(chosen) if engine else [])
 
 
 # --------------------------------------------------------------------------- Dockerfile inputs
@@ -600,7 +605,7 @@ def build_all(
     force: bool = False,
     repo: Path = REPO,
 ) -> list[BuildResult]:
-    specs = image_specs(rows)
+    specs = image_specs(rows, engine=any(o.startswith("engine") for o in only or ()))
     if only:
         known = {s.key for s in specs} | {"vllm", "engine"}
         bad = [o for o in only if o not in known]
@@ -680,7 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             base = args.base or next(
                 (b for b in (DEFAULT_BASE, LOCAL_BASE) if image_id(b)), DEFAULT_BASE
             )
-            for spec in image_specs(args.row):
+            for spec in image_specs(args.row, engine=True):
                 if spec.dockerfile == ENGINE_DOCKERFILE:
                     try:
                         stage_engine_wheels(spec)
