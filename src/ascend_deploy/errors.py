@@ -29,3 +29,9 @@ def describe_path(path: object) -> str:
     """Render a path (or ``-`` for standard input) for an error message."""
     text = str(path)
     return "standard input" if text == "-" else text
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for quoting input in a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

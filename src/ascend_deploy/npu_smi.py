@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import Any
 
-from .errors import CheckFailed, InputError, describe_path
+from .errors import CheckFailed, InputError, describe_path, shown
 
 KINDS = ("info", "map", "kv")
 MAX_OUTPUT = 8 << 20  # npu-smi prints a few KiB; more is a broken binary or a wrong file
@@ -293,12 +293,12 @@ def _chip(
         )
     npu = _int(npu_text)
     if npu is None:
-        raise _err(source, f"line {n1}: expected an NPU id, got {summary[0]!r}")
+        raise _err(source, f"line {n1}: expected an NPU id, got {shown(summary[0])}")
     chip = 0  # 950 prints one chip per NPU and no chip id
     if chip_tokens:
         chip = _int(chip_tokens[0])  # type: ignore[assignment]
         if chip is None:
-            raise _err(source, f"line {n2}: expected a chip id, got {detail[0]!r}")
+            raise _err(source, f"line {n2}: expected a chip id, got {shown(detail[0])}")
     # A3 prints the chip's global Phy-ID after the chip id; the DDR layout (310, 310P, 310B)
     # prints the chip's logic "Device" id there instead (/dev/davinciN, ASCEND_RT_VISIBLE_DEVICES).
     second = _int(chip_tokens[1]) if len(chip_tokens) > 1 else None
@@ -341,7 +341,7 @@ def _process_row(number: int, cells: list[str], header: list[str], source: str) 
     npu = _int(ids[0]) if ids else None
     if npu is None:
         raise _err(
-            source, f"line {number}: expected an NPU id in the process table, got {cells[0]!r}"
+            source, f"line {number}: expected an NPU id in the process table, got {shown(cells[0])}"
         )
     chip = _int(ids[1]) if len(ids) > 1 else 0
     i_pid, i_name, i_mem = column("Process id"), column("Process name"), column("Process memory")
@@ -378,7 +378,7 @@ def _parse_map(lines: list[tuple[int, str]], source: str) -> dict:
             raise _err(
                 source,
                 f"line {number}: expected {len(columns)} columns "
-                f"({', '.join(columns)}), got {stripped!r}: truncated or damaged output",
+                f"({', '.join(columns)}), got {shown(stripped)}: truncated or damaged output",
                 "capture `npu-smi info -m` again",
             )
         n_ids = len(columns) - 1  # every column but the last (Chip Name) is one token
@@ -386,7 +386,7 @@ def _parse_map(lines: list[tuple[int, str]], source: str) -> dict:
         npu, chip = _int(values.get("NPU ID")), _int(values.get("Chip ID"))
         if npu is None or chip is None:
             raise _err(
-                source, f"line {number}: expected numeric NPU ID and Chip ID, got {stripped!r}"
+                source, f"line {number}: expected numeric NPU ID and Chip ID, got {shown(stripped)}"
             )
         rows.append(
             {
@@ -508,7 +508,7 @@ def parse(text: str, kind: str | None = None, source: str = "-") -> dict:
         return _parse_map(lines, source)
     if kind == "kv":
         return _parse_kv(lines, source)
-    raise InputError(f"unknown npu-smi output kind {kind!r}; use one of: {', '.join(KINDS)}")
+    raise InputError(f"unknown npu-smi output kind {shown(kind)}; use one of: {', '.join(KINDS)}")
 
 
 def _resolve(binary: str) -> str:

@@ -14,7 +14,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from .errors import InputError
+from .errors import InputError, shown
 
 # Bytes per element of every dtype name the format defines.
 DTYPE_SIZES: dict[str, int] = {
@@ -140,14 +140,14 @@ def _check_coverage(path: str, ordered: list[TensorInfo], data_size: int) -> Non
     for info in ordered:
         if info.begin < at and previous is not None:
             raise InputError(
-                f"{path}: tensor {info.name!r}: data_offsets [{info.begin}, {info.end}] overlap "
-                f"tensor {previous.name!r} [{previous.begin}, {previous.end}]; the header is "
-                "corrupt (the safetensors library refuses it) - download the file again"
+                f"{path}: tensor {shown(info.name)}: data_offsets [{info.begin}, {info.end}] "
+                f"overlap tensor {shown(previous.name)} [{previous.begin}, {previous.end}]; the "
+                "header is corrupt (the safetensors library refuses it) - download the file again"
             )
         if info.begin > at:
             raise InputError(
                 f"{path}: data bytes {at}-{info.begin} belong to no tensor (gap before "
-                f"{info.name!r}); the header is corrupt (the safetensors library refuses it)"
+                f"{shown(info.name)}); the header is corrupt (the safetensors library refuses it)"
             )
         at = info.end
         previous = info
@@ -159,23 +159,23 @@ def _check_coverage(path: str, ordered: list[TensorInfo], data_size: int) -> Non
 
 
 def _tensor_info(path: str, name: str, entry: object, data_size: int) -> TensorInfo:
-    where = f"{path}: tensor {name!r}"
+    where = f"{path}: tensor {shown(name)}"
     if not isinstance(entry, dict):
         raise InputError(f"{where}: corrupt header entry (not an object)")
     dtype = entry.get("dtype")
     shape = entry.get("shape")
     offsets = entry.get("data_offsets")
     if dtype not in DTYPE_SIZES:
-        raise InputError(f"{where}: unknown dtype {dtype!r}")
+        raise InputError(f"{where}: unknown dtype {shown(dtype)}")
     if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise InputError(f"{where}: corrupt shape {shape!r}")
+        raise InputError(f"{where}: corrupt shape {shown(shape)}")
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
         or not all(isinstance(o, int) for o in offsets)
         or not 0 <= offsets[0] <= offsets[1]
     ):
-        raise InputError(f"{where}: corrupt data_offsets {offsets!r}")
+        raise InputError(f"{where}: corrupt data_offsets {shown(offsets)}")
     begin, end = offsets
     expected = math.prod(shape) * DTYPE_SIZES[dtype]
     if end - begin != expected:

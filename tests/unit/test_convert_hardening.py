@@ -192,3 +192,31 @@ def test_a_suite_that_is_a_fifo_is_refused_at_once(tmp_path, capsys):
     rc = main(["verify", "--url", "http://127.0.0.1:1", "--suite", str(fifo)])
     err = capsys.readouterr().err
     assert rc == 2 and "not a regular file" in err, err
+
+
+def test_messages_quote_huge_header_values_cut_short(tmp_path):
+    model = copy_model(fp8_template(), str(tmp_path / "fp8"))
+    path = os.path.join(model, SHARD1)
+
+    def huge_name(doc):
+        name = next(k for k in doc if k != "__metadata__")
+        doc["x" * 900_000] = dict(doc.pop(name), dtype="Q" * 900_000)
+
+    edit_header(path, huge_name)
+    with pytest.raises(InputError) as exc:
+        read_header(path)
+    assert len(str(exc.value)) < 400 + len(path) and "..." in str(exc.value)
+
+
+def test_npu_smi_messages_quote_huge_cells_cut_short():
+    from ascend_deploy.npu_smi import parse
+
+    text = (
+        "| NPU   Name   | Health | Power(W) Temp(C) Hugepages-Usage(page) |\n"
+        "| Chip         | Bus-Id | AICore(%) Memory-Usage(MB) HBM-Usage(MB) |\n"
+        f"| {'z' * 900_000} 910B3 | OK | 90.1 40 0 / 0 |\n"
+        "| 0            | 0000:C1:00.0 | 0 0 / 0 3000 / 65536 |\n"
+    )
+    with pytest.raises(InputError) as exc:
+        parse(text, kind="info")
+    assert len(str(exc.value)) < 400 and "..." in str(exc.value)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from ..errors import AscendDeployError, CheckFailed, InputError
+from ..errors import AscendDeployError, CheckFailed, InputError, shown
 from ..model_files import INDEX_NAME, MODELSLIM_DESCRIPTION
 from .files import MANIFEST_NAME, copy_file
 from .manifest import build_manifest, dst_state, stat_entry
@@ -518,7 +518,7 @@ class _Context:
         scales = scales_to_f32(raw, scale.dtype, scale.shape)
         if not np.isfinite(scales).all():
             raise InputError(
-                f"{scale_path}: tensor {scale.name!r}: scale contains NaN or infinity; "
+                f"{scale_path}: tensor {shown(scale.name)}: scale contains NaN or infinity; "
                 "the checkpoint is corrupt - download it again"
             )
         rows, cols = job.src.shape
@@ -541,7 +541,7 @@ class _Context:
             nan = count_nan_codes(tile, scratch[: r1 - r0])
             if nan:
                 raise InputError(
-                    f"{src_path}: tensor {job.src.name!r}: {nan} FP8 NaN codes (0x7F/0xFF) in "
+                    f"{src_path}: tensor {shown(job.src.name)}: {nan} FP8 NaN codes (0x7F/0xFF) in "
                     f"rows {r0}-{r1 - 1}; the weights are corrupt - download the model again"
                 )
             # Row chunks small enough to stay in cache from the gather through the copy

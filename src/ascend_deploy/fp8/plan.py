@@ -11,7 +11,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ..errors import InputError
+from ..errors import InputError, shown
 from ..model_files import (
     INDEX_NAME,
     MODELSLIM_DESCRIPTION,
@@ -97,14 +97,14 @@ def read_block_size(config_path: str, qc: dict) -> tuple[int, int]:
         )
     if method != "fp8":
         raise InputError(
-            f"{config_path}: unsupported quant_method {method!r}; this converter handles only "
+            f"{config_path}: unsupported quant_method {shown(method)}; this converter handles only "
             "block-wise FP8 (quant_method 'fp8', fmt 'e4m3', weight_block_size); serve other "
             "formats with their own vLLM-Ascend path or start from the BF16 model"
         )
     fmt = qc.get("fmt", "e4m3")
     if fmt != "e4m3":
         raise InputError(
-            f"{config_path}: quantization_config fmt {fmt!r} is not supported; "
+            f"{config_path}: quantization_config fmt {shown(fmt)} is not supported; "
             "only e4m3 (float8_e4m3fn) block-FP8 checkpoints can be converted"
         )
     block = qc.get("weight_block_size")
@@ -114,7 +114,7 @@ def read_block_size(config_path: str, qc: dict) -> tuple[int, int]:
         or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
     ):
         raise InputError(
-            f"{config_path}: quantization_config weight_block_size is {block!r}; expected two "
+            f"{config_path}: quantization_config weight_block_size is {shown(block)}; expected two "
             "positive integers such as [128, 128] (per-tensor FP8 is not supported)"
         )
     return int(block[0]), int(block[1])
@@ -135,14 +135,14 @@ def plan_conversion(src_dir: str) -> ConversionPlan:
         )
     qc = config.get("quantization_config")
     if qc is not None and not isinstance(qc, dict):
-        raise InputError(f"{config_path}: quantization_config must be an object, got {qc!r}")
+        raise InputError(f"{config_path}: quantization_config must be an object, got {shown(qc)}")
     layout = read_weight_layout(src_dir)
     fp8_names = [n for n, s in layout.weight_map.items() if _dtype(layout, n, s).startswith("F8")]
     if not qc:
         if fp8_names:
             raise InputError(
                 f"{os.path.join(src_dir, layout.weight_map[fp8_names[0]])}: tensor "
-                f"{fp8_names[0]!r} is FP8 but {config_path} has no quantization_config; "
+                f"{shown(fp8_names[0])} is FP8 but {config_path} has no quantization_config; "
                 "the checkpoint is incomplete - download config.json again"
             )
         return ConversionPlan(src_dir, config, needed=False, layout=layout)
@@ -200,13 +200,13 @@ def _pair_scales(layout: WeightLayout, block: tuple[int, int]) -> dict[str, tupl
     pairs: dict[str, tuple[TensorInfo, str]] = {}
     for name, shard in layout.weight_map.items():
         info = layout.headers[shard].tensors[name]
-        where = f"{os.path.join(layout.model_dir, shard)}: tensor {name!r}"
+        where = f"{os.path.join(layout.model_dir, shard)}: tensor {shown(name)}"
         if name.endswith(SCALE_SUFFIX):
             base = name[: -len(SCALE_SUFFIX)]
             base_shard = layout.weight_map.get(base)
             if base_shard is None or _dtype(layout, base, base_shard) != "F8_E4M3":
                 raise InputError(
-                    f"{where}: scale tensor without an F8_E4M3 weight {base!r}; "
+                    f"{where}: scale tensor without an F8_E4M3 weight {shown(base)}; "
                     "the checkpoint is inconsistent"
                 )
             continue
@@ -223,11 +223,11 @@ def _pair_scales(layout: WeightLayout, block: tuple[int, int]) -> dict[str, tupl
         scale_shard = layout.weight_map.get(scale_name)
         if scale_shard is None:
             raise InputError(
-                f"{where}: FP8 weight has no scale tensor {scale_name!r}; refusing to convert "
+                f"{where}: FP8 weight has no scale tensor {shown(scale_name)}; refusing to convert "
                 "(raw FP8 values without their scales give garbage) - download the model again"
             )
         scale = layout.headers[scale_shard].tensors[scale_name]
-        swhere = f"{os.path.join(layout.model_dir, scale_shard)}: tensor {scale_name!r}"
+        swhere = f"{os.path.join(layout.model_dir, scale_shard)}: tensor {shown(scale_name)}"
         if scale.dtype not in SCALE_DTYPES:
             raise InputError(
                 f"{swhere}: scale dtype {scale.dtype} is not supported "

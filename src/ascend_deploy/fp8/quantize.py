@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, shown
 from ..model_files import INDEX_NAME, load_config, read_weight_layout
 from .files import copy_file, other_files
 from .numeric import SCALE_DTYPES, np_dtype, numpy_modules
@@ -68,7 +68,7 @@ def _read_tensor(path: str, data_offset: int, info: Any) -> Any:
         fh.seek(data_offset + info.begin)
         raw = fh.read(info.nbytes)
     if len(raw) != info.nbytes:
-        raise InputError(f"{path}: tensor {info.name!r}: truncated data")
+        raise InputError(f"{path}: tensor {shown(info.name)}: truncated data")
     return np.frombuffer(raw, dtype=np_dtype(info.dtype)).reshape(info.shape)
 
 

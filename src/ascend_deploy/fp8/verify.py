@@ -16,7 +16,7 @@ import os
 import random
 from typing import Any
 
-from ..errors import CheckFailed, InputError
+from ..errors import CheckFailed, InputError, shown
 from ..model_files import INDEX_NAME, load_config, read_weight_layout
 from .dequant import reference_dequantize, scales_to_f32
 from .numeric import numpy_modules
@@ -46,7 +46,7 @@ def verify_output(plan: ConversionPlan, out_dir: str, tiles: int = 3, seed: int 
         for name in header.tensors:
             if out.weight_map.get(name) != shard:
                 raise CheckFailed(
-                    f"{os.path.join(out_dir, shard)}: tensor {name!r} is not mapped to this "
+                    f"{os.path.join(out_dir, shard)}: tensor {shown(name)} is not mapped to this "
                     f"shard in {INDEX_NAME}"
                 )
     missing = sorted(set(expected) - set(found))
@@ -67,7 +67,7 @@ def verify_output(plan: ConversionPlan, out_dir: str, tiles: int = 3, seed: int 
     counts = {"tensors": 0, "tiles": 0, "copied_ranges": 0}
     for name, job in expected.items():
         info = out.tensor(name)
-        where = f"{os.path.join(out_dir, out.weight_map[name])}: tensor {name!r}"
+        where = f"{os.path.join(out_dir, out.weight_map[name])}: tensor {shown(name)}"
         if info.shape != job.src.shape or info.dtype != job.out_dtype:
             raise CheckFailed(
                 f"{where}: is {info.dtype} {list(info.shape)}, expected "
