@@ -1,16 +1,22 @@
 """Name the root cause of a failed vLLM-Ascend start (or a sick service) from its log.
 
-The rules are data (``data/diagnose_rules.json``, built from
-``shared/reference/error-signatures.md`` and the vllm-ascend issues cited in each rule).
-The log is streamed line by line with bounded memory (logs of hundreds of MB), after
-normalising what real logs carry: ANSI colours, Windows line endings, docker/journal
-timestamps, worker prefixes such as ``(VllmWorker rank=0 pid=123)`` or ``[rank0]:`` and
-vLLM's ``LEVEL MM-DD HH:MM:SS [file.py:N]`` header.
+The rules are data (``data/diagnose_rules.json``, format in :mod:`.diagnose_rules` and
+docs/diagnose-rules.md). Lines are normalised first: ANSI colours, CR/CRLF, docker/journal/
+Python-logging timestamps, worker prefixes such as ``(VllmWorker rank=0 pid=123)`` or
+``[rank0]:``, CANN plog and glog headers and vLLM's ``LEVEL MM-DD HH:MM:SS [file.py:N]``
+header are removed. A rule pattern may span a small window of consecutive lines (messages
+wrapped by the terminal or by pasting). CANN error codes, ACL return codes and HCCL results
+are looked up by code and family; exception types are classes too.
 
-Ranking: causes before consequences ("EngineCore failed to start"); among causes, the
-rule's specificity plus the weight of the strongest matching line (a traceback's final
-``XxxError:`` line outranks ERROR lines, which outrank warnings and info lines).
-Standard library only.
+Speed: the log is read in blocks; one combined regex (every pattern, or the literals of
+windowed ones, plus generic failure words) finds candidate lines, and only those lines and
+their window neighbours are normalised and matched. Memory is bounded by the block size.
+
+Ranking: causes before consequences ("EngineCore failed to start"); among causes, the rule's
+specificity plus the weight of the strongest matching line. When nothing matches a log that
+shows a failure, the classes are ranked by weaker evidence (exception types, code families,
+keywords) and the best is reported as a guess with its confidence and the commands that
+settle it. Standard library only.
 """
 
 from __future__ import annotations
@@ -21,26 +27,63 @@ import json
 import os
 import re
 import sys
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from . import garbage
+from .diagnose_rules import (
+    RULES_PATH,
+    CodeEntry,
+    Pattern,
+    Rule,
+    RuleSet,
+    anchor_variants,
+    cheapest_requirements,
+    load_rules,
+    parse_rules,
+    strip_groups,
+    trie_regex,
+    value_trigger,
+)
 from .errors import InputError, describe_path
 
-RULES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "diagnose_rules.json")
+__all__ = [
+    "RULES_PATH",
+    "Diagnoser",
+    "Pattern",
+    "Rule",
+    "RuleSet",
+    "diagnose_file",
+    "diagnose_lines",
+    "diagnose_text",
+    "iter_lines",
+    "load_rules",
+    "normalise",
+    "parse_rules",
+    "render",
+]
 
 MAX_LINE = 16384  # longer lines are split (bounded memory on logs without newlines)
+BLOCK = 1 << 22  # bytes read at a time
 MAX_EVIDENCE = 5
 EVIDENCE_CHARS = 400
 LAST_ERRORS = 10
+GUESS_LINES = 200  # failure lines kept for ranking a guess
+DEFAULT_MAX_MB = 2048
+DEFAULT_MAX_SECONDS = 300.0
 
 LEVEL_WEIGHT = {"exception": 30, "error": 20, "warning": 10, "info": 0}
 
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # docker logs -t / kubectl --timestamps: RFC 3339 stamp.
 _DOCKER_TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
+# Python logging / bracketed stamps: "2025-03-26 17:01:02,816 ", "[2025-03-26 17:01:02.123] ".
+_PY_TS_RE = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?:\s+-\s+|\s*\|\s*|\s+)"
+)
 # journalctl short format: "Nov 29 12:00:01 host unit[123]: ".
 _JOURNAL_RE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: ")
 # docker compose: "service-1  | ".
@@ -48,6 +91,13 @@ _COMPOSE_RE = re.compile(r"^[\w.-]+\s+\| ")
 # Process prefixes: "(VllmWorker rank=0 pid=123) ", "(EngineCore_DP0 pid=29) ",
 # "(ActorHybridWorker pid=1341, ip=172.16.6.36) ", "[rank0]: ", "[rank0]:[E324 ...] ".
 _PROC_RE = re.compile(r"^(?:\((?:[A-Za-z_][\w-]*)(?:,? [\w-]+=[^()\s,]*)*\)\s*|\[rank\d+\]:\s?)")
+# glog (torch C++): "[E324 19:10:36.123456 12345 ProcessGroupHCCL.cpp:123] ".
+_GLOG_RE = re.compile(r"^\[?(?P<g>[IWEF])\d{4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? [\w.-]+:\d+\]\s*")
+# CANN plog: "[ERROR] RUNTIME(1234,python):2025-03-26-17:01:02.816.428 [stream.cc:12]1234 ".
+_PLOG_RE = re.compile(
+    r"^\[(?P<p>ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\]\s+[A-Z][\w-]*\(\d+,[^)]*\):"
+    r"\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d+)*\s*(?:\[[^\]]*\]\d*\s*)?"
+)
 # vLLM header: "ERROR 02-07 18:18:59 [multiproc_executor.py:824] " (>= 0.7) or
 # "ERROR 09-25 02:23:33 engine.py:400] " (older).
 _VLLM_HDR_RE = re.compile(
@@ -55,125 +105,106 @@ _VLLM_HDR_RE = re.compile(
     r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?"
 )
 _UVICORN_RE = re.compile(r"^(?P<level>INFO|WARNING|ERROR|CRITICAL):\s{2,}")
-_EXC_RE = re.compile(
-    r"^(?:[A-Za-z_][\w]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)"
+# Python logging "LEVEL - " / "[LEVEL] " after a stripped timestamp.
+_PYLEVEL_RE = re.compile(
+    r"^(?:\[(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\]|"
+    r"(?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL) - )\s*"
 )
-_NAMED_GROUP_RE = re.compile(r"\(\?P<\w+>")
+_EXC_RE = re.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Warning))"
+    r"\b(?::\s*(?P<msg>.*)|$)"
+)
 _CANN_CODE_RE = re.compile(r"^E[A-Z]\d{4}\b|^\[ERROR\]|^\[Error\]|\berror code is \d+")
+_LEVELS = {
+    "ERROR": "error",
+    "CRITICAL": "error",
+    "FATAL": "error",
+    "WARNING": "warning",
+    "WARN": "warning",
+    "E": "error",
+    "F": "error",
+    "W": "warning",
+}
+
+# Error codes (schemes of diagnose_rules.json "codes").
+CODE_RES: dict[str, re.Pattern[str]] = {
+    # CANN: E + module character + 4 digits (EZ9999, EI0006, EL0004, E19999).
+    "cann": re.compile(r"(?<![A-Za-z0-9_])(E[0-9A-Z]\d{4})(?![A-Za-z0-9_])"),
+    # aclError / runtime return codes: 6 digits after the words that introduce them.
+    "acl": re.compile(
+        r"(?i)(?:error\s*code(?:\s+is)?|err_?code|ret(?:urn)?(?:\s*code|_?code|_?val)?|"
+        r"acl\s*error|errno)\s*[:=]?\s*[\[(]?\s*(\d{6})(?!\d)"
+    ),
+    # HcclResult (1-24) in HCCL contexts.
+    "hccl": re.compile(
+        r"(?i)hccl.*?(?:error\s*code(?:\s+is)?|errno|ret(?:urn)?(?:\s*code)?|result)\s*[:=]?\s*"
+        r"[\[(]?\s*(\d{1,2})(?![\d.x])"
+    ),
+}
+_CODE_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+|HCCL_E_[A-Z0-9_]+|ACLNN_ERR_[A-Z0-9_]+)\b")
+# Words that make a line worth a look even when no rule names it (failure evidence).
+_FAILURE_ANCHORS = (
+    "Traceback", "rror", "RROR", "xception", "CRITICAL", "FATAL", "Fatal", "ailed", "FAILED",
+    "Segmentation fault", "core dumped", "Killed", "Aborted", "ACL_ERROR_", "HCCL_E_", "ACLNN_ERR_",
+)  # fmt: skip
+_CANN_CODE_GATE = r"E[0-9A-Z]\d{4}(?![A-Za-z0-9_])"
+_HARD_FAIL_RE = re.compile(
+    r"Segmentation fault|core dumped|\bKilled\b|\bAborted\b|\bFATAL\b|Fatal error"
+)
+
+DEFAULT_SETTLE: dict[int | None, tuple[str, ...]] = {
+    1: ("npu-smi info", "ascend-deploy versions", "ascend-deploy compat --check"),
+    2: (
+        "grep -A3 quantization_config MODEL_DIR/config.json",
+        "ascend-deploy versions",
+        "python -m vllm.collect_env",
+    ),
+    3: ("ascend-deploy procs", "npu-smi info", "ss -ltnp"),
+    4: ("npu-smi info", "start once with --enforce-eager", "ascend-deploy versions"),
+    5: ("npu-smi info", "ascend-deploy plan MODEL_DIR", "python -m vllm.collect_env"),
+    6: (
+        "curl -s localhost:8000/metrics | grep -E 'kv_cache_usage|num_preemptions'",
+        "npu-smi info",
+        "ascend-deploy plan MODEL_DIR",
+    ),
+    7: (
+        "ls MODEL_DIR/quant_model_description.json",
+        "grep -A3 quantization_config MODEL_DIR/config.json",
+        "python -m vllm.collect_env",
+    ),
+    8: (
+        "grep -E 'num_(attention|key_value)_heads' MODEL_DIR/config.json",
+        "ascend-deploy plan MODEL_DIR",
+        "python -m vllm.collect_env",
+    ),
+    None: ("npu-smi info", "ascend-deploy versions", "python -m vllm.collect_env"),
+}
 
 
-@dataclass(frozen=True)
-class Pattern:
-    regex: re.Pattern[str]
-    min_value: float | None = None
-    check: str | None = None
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    pitfall: int | None
-    title: str
-    kind: str
-    specificity: int
-    patterns: tuple[Pattern, ...]
-    context: tuple[re.Pattern[str], ...]
-    explanation: str
-    fix: str
-    variable: str | None
-
-
-def _compile(text: str, where: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error as exc:
-        raise InputError(f"{where}: invalid regex {text!r} ({exc})") from None
-
-
-def load_rules(path: str = RULES_PATH) -> list[Rule]:
-    """The rules file, validated; InputError names the file and the bad rule."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: diagnose rules file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: unreadable diagnose rules ({exc})") from None
-    return parse_rules(doc, path)
-
-
-def parse_rules(doc: Any, path: str = "diagnose rules") -> list[Rule]:
-    """Rules from the parsed JSON document (Ansible passes the content, not the file)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
-        raise InputError(f"{path}: expected an object with a 'rules' list")
-    rules: list[Rule] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(doc["rules"]):
-        where = f"{path}: rules[{i}]"
-        if not isinstance(raw, dict):
-            raise InputError(f"{where} is not an object")
-        try:
-            rid = str(raw["id"])
-            pitfall = raw.get("pitfall")
-            if pitfall is not None and (not isinstance(pitfall, int) or not 1 <= pitfall <= 8):
-                raise ValueError(f"pitfall must be 1-8 or null, got {pitfall!r}")
-            kind = raw.get("kind", "cause")
-            if kind not in ("cause", "consequence"):
-                raise ValueError(f"kind must be cause or consequence, got {kind!r}")
-            pats = []
-            for p in raw["patterns"]:
-                if isinstance(p, str):
-                    pats.append(Pattern(_compile(p, where)))
-                else:
-                    pats.append(
-                        Pattern(
-                            _compile(p["regex"], where),
-                            float(p["min"]) if "min" in p else None,
-                            p.get("check"),
-                        )
-                    )
-            if not pats:
-                raise ValueError("no patterns")
-            rule = Rule(
-                id=rid,
-                pitfall=pitfall,
-                title=str(raw["title"]),
-                kind=kind,
-                specificity=int(raw.get("specificity", 20)),
-                patterns=tuple(pats),
-                context=tuple(_compile(c, where) for c in raw.get("context", [])),
-                explanation=str(raw["explanation"]),
-                fix=str(raw["fix"]),
-                variable=raw.get("variable"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{where} ({raw.get('id', '?')}): {exc}") from None
-        if rid in seen:
-            raise InputError(f"{where}: duplicate rule id {rid!r}")
-        seen.add(rid)
-        rules.append(rule)
-    return rules
+def _scoped(pattern: str) -> str:
+    """A leading global flag group ``(?i)`` turned into a scoped one, for joining patterns."""
+    m = re.match(r"^\(\?([aiLmsux]+)\)", pattern)
+    return f"(?{m.group(1)}:{pattern[m.end() :]})" if m else pattern
 
 
 def normalise(line: str) -> tuple[str, str]:
     """(message, level) of one raw log line, with colours and prefixes removed."""
     text = _ANSI_RE.sub("", line).replace("\x00", "").rstrip("\r\n")
-    for _ in range(4):  # prefixes nest: timestamp, compose, process, rank, header
+    level = "info"
+    for _ in range(6):  # prefixes nest: timestamp, compose, process, rank, glog, plog
         before = text
-        for rx in (_DOCKER_TS_RE, _JOURNAL_RE, _COMPOSE_RE, _PROC_RE):
+        for rx in (_DOCKER_TS_RE, _PY_TS_RE, _JOURNAL_RE, _COMPOSE_RE, _PROC_RE):
             text = rx.sub("", text, count=1)
+        m = _GLOG_RE.match(text) or _PLOG_RE.match(text)
+        if m:
+            level = _LEVELS.get(m.group(1), level)
+            text = text[m.end() :]
         if text == before:
             break
-    level = "info"
-    m = _VLLM_HDR_RE.match(text) or _UVICORN_RE.match(text)
+    m = _VLLM_HDR_RE.match(text) or _UVICORN_RE.match(text) or _PYLEVEL_RE.match(text)
     if m:
-        hdr = m.group("level")
-        level = {
-            "ERROR": "error",
-            "CRITICAL": "error",
-            "WARNING": "warning",
-            "WARN": "warning",
-        }.get(hdr, "info")
+        hdr = m.group("level") or m.groupdict().get("level2")
+        level = _LEVELS.get(hdr or "", "info")
         text = text[m.end() :]
     msg = text.strip()
     if _EXC_RE.match(msg):
@@ -197,6 +228,7 @@ class _Hit:
     last_line: int = 0
     context: dict[str, tuple[int, str]] = field(default_factory=dict)
     peak: float | None = None
+    bonus: int = 0  # specificity of a code/exception entry above the rule's own
 
     def add(self, lineno: int, msg: str, level: str, value: float | None) -> None:
         self.count += 1
@@ -211,12 +243,12 @@ class _Hit:
             return
         if self.first is None:
             self.first = (lineno, _excerpt(msg))
-        else:
+        elif self.first[1] != _excerpt(msg):
             self.last.append((lineno, _excerpt(msg)))
 
     @property
     def score(self) -> int:
-        return self.rule.specificity + LEVEL_WEIGHT[self.level]
+        return max(self.rule.specificity, self.bonus) + LEVEL_WEIGHT[self.level]
 
     def evidence(self) -> list[str]:
         seen, out = set(), []
@@ -237,64 +269,481 @@ def _json_unescape(text: str) -> str:
 
 
 class Diagnoser:
-    """Feed lines with :meth:`feed`; :meth:`result` gives the findings."""
+    """Feed text with :meth:`feed_text` / :meth:`feed_stream` (or lines with :meth:`feed`);
+    :meth:`result` gives the findings."""
 
-    def __init__(self, rules: list[Rule] | None = None):
-        self.rules = rules if rules is not None else load_rules()
+    def __init__(self, rules: RuleSet | list[Rule] | None = None):
+        if rules is None:
+            rules = load_rules()
+        self.ruleset = rules if isinstance(rules, RuleSet) else RuleSet(tuple(rules))
+        self.rules = list(self.ruleset.rules)
+        self._by_id = self.ruleset.by_id()
         self.hits: dict[str, _Hit] = {}
         self.lines = 0
+        self.bytes = 0
         self.last_errors: deque[str] = deque(maxlen=LAST_ERRORS)
-
-        # Pre-filters: most lines of a healthy log match nothing; one search per rule after that.
-        def any_of(patterns: Iterable[str]) -> re.Pattern[str]:
-            return re.compile(
-                "|".join("(?:" + _NAMED_GROUP_RE.sub("(?:", p) + ")" for p in patterns)
-            )
-
-        self._any = any_of(p.regex.pattern for r in self.rules for p in r.patterns)
-        self._rule_any = [(r, any_of(p.regex.pattern for p in r.patterns)) for r in self.rules]
-        self._context = [(r, c) for r in self.rules for c in r.context]
-        self._any_context = any_of(c.pattern for _r, c in self._context) if self._context else None
-        # Context lines are kept per rule even before the rule fires (start-up lines come first).
+        self._failures: deque[tuple[int, str, str | None]] = deque(maxlen=GUESS_LINES)
+        self._last_exc: tuple[int, str, str] | None = None
+        self._guess_codes: dict[str, tuple[CodeEntry, int, str]] = {}
+        self._guess_exc: list[tuple[Any, int, str, bool]] = []
         self._ctx: dict[str, dict[str, tuple[int, str]]] = {}
+        self._failure_specials: set[int] = set()
+
+        self._context = [(r, c) for r in self.rules for c in r.context]
+        self._special_all = [
+            (r, p)
+            for r in self.rules
+            for p in r.patterns
+            if p.window > 1 or p.exception is not None
+        ]
+        self.window = max([p.window for _r, p in self._special_all] or [1])
+        self._build_gate()
+        codes = self.ruleset.codes
+        self._code_exact = {(c.scheme, c.key): c for c in codes if not c.family}
+        self._code_family = sorted((c for c in codes if c.family), key=lambda c: -len(c.key))
+        self._code_names = {c.name: c for c in codes if c.name}
+        self._fed_upto = 0
+        self._tail: list[tuple[int, str]] = []
+        self._forward = 0
+        self._buf: deque[tuple[int, str, str, frozenset[int]]] = deque(maxlen=self.window)
+
+    # --- prefilter ------------------------------------------------------------------------
+
+    def _build_gate(self) -> None:
+        """One regex over whole blocks: anchors (literals every match of a pattern contains,
+        starting at a rare character) factored into a trie, plus the failure words and codes.
+        Each anchor maps to the entries (patterns, context patterns, failure handling) to try."""
+        # entry: (kind, rule, pattern | context regex, precheck on the raw line or None)
+        self._entries: list[tuple[str, Rule | None, Any, re.Pattern[str] | None]] = [
+            ("failure", None, None, None)
+        ]
+        anchors: dict[str, set[int]] = {}
+        fallback: list[str] = []
+        fallback_ids: set[int] = {0}
+        covered: set[int] = set()
+
+        def add(kind: str, rule: Rule, obj: Any, src: str, window: bool, mn: float | None) -> None:
+            anchored = "^" in src.replace("\\^", "").replace("[^", "") or src.endswith("$")
+            pre = None
+            if kind != "special" and not anchored:
+                trig = value_trigger(src, mn) if mn is not None else None
+                pre = re.compile(_scoped(strip_groups(trig or src)))
+            idx = len(self._entries)
+            self._entries.append((kind, rule, obj, pre))
+            # A wrapped message may break one literal: windowed patterns keep two.
+            groups = cheapest_requirements(src, 2 if window else 1) or cheapest_requirements(
+                src, 2 if window else 1, minimum=3
+            )
+            if not groups:
+                fallback.append(_scoped(strip_groups(src.lstrip("^"))))
+                fallback_ids.add(idx)
+                return
+            for alts in groups:
+                if all(any(f in a for f in _FAILURE_ANCHORS) for a in alts):
+                    covered.add(idx)  # every match has a failure word: no anchor of its own
+                    return
+            for alts in groups:
+                for a in alts:
+                    for v in anchor_variants(a.removeprefix("(?i)"), a.startswith("(?i)")):
+                        anchors.setdefault(v, set()).add(idx)
+
+        for r in self.rules:
+            for p in r.patterns:
+                special = p.window > 1 or p.exception is not None
+                if p.exception is not None and not p.regex.pattern:
+                    self._entries.append(("special", r, p, None))
+                    fallback_ids.add(len(self._entries) - 1)  # exception lines: failure words
+                    self._failure_specials.add(len(self._entries) - 1)
+                    continue
+                add("special" if special else "plain", r, p, p.regex.pattern, special, p.min_value)
+            for c in r.context:
+                add("context", r, c, c.pattern, False, None)
+        for word in _FAILURE_ANCHORS:
+            anchors.setdefault(word, set()).add(0)
+        # An anchor found also stands for the anchors that are its prefixes (the trie is greedy).
+        keys = sorted(anchors)
+        self._anchor_ids = {
+            k: frozenset(i for j in keys if k.startswith(j) for i in anchors[j]) for k in keys
+        }
+        self._failure_specials |= covered
+        self._fallback_ids = frozenset(fallback_ids | self._failure_specials)
+        # One regex per first character of the anchors: each has a literal prefix, which `re`
+        # searches at memchr speed (one alternation of everything is several times slower).
+        groups: dict[str, list[str]] = {}
+        for k in keys:
+            groups.setdefault(k[0], []).append(k[1:])
+        self._gates = [re.compile(re.escape(c) + trie_regex(rest)) for c, rest in groups.items()]
+        self._gates.append(re.compile(_CANN_CODE_GATE))
+        self._gates += [re.compile(f, re.M) for f in fallback]
+
+    # --- input ----------------------------------------------------------------------------
 
     def feed(self, raw: str) -> None:
-        self.lines += 1
-        n = self.lines
+        """One raw line (kept for callers that read line by line)."""
+        self.feed_text(raw if raw.endswith("\n") else raw + "\n")
+
+    def feed_text(self, text: str) -> None:
+        """A block of complete lines (the last one may lack its newline only at the end)."""
+        if not text:
+            return
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        base = self.lines
+        self.lines += len(lines)
+        cand: dict[int, set[int]] = {}
+        anchor_ids, fallback_ids = self._anchor_ids, self._fallback_ids
+        found = [(m.start(), m.group(0)) for rx in self._gates for m in rx.finditer(text)]
+        found.sort()
+        line_i, counted = 0, 0
+        for start, anchor in found:
+            line_i += text.count("\n", counted, start)
+            counted = start
+            ids = anchor_ids.get(anchor, fallback_ids)
+            got = cand.get(line_i)
+            if got is None:
+                cand[line_i] = set(ids)
+            else:
+                got.update(ids)
+        w = self.window
+        need: dict[int, frozenset[int]] = {}
+        if self._forward:
+            for i in range(min(self._forward, len(lines))):
+                need[i] = frozenset()
+            self._forward = max(0, self._forward - len(lines))
+        back = False
+        entries = self._entries
+        for i, ids in cand.items():
+            if 0 not in ids:
+                raw = lines[i]
+                keep = False
+                widen = False
+                for e in ids:
+                    kind, _r, _o, pre = entries[e]
+                    if kind == "special":
+                        keep = widen = True
+                    elif pre is None or pre.search(raw):
+                        keep = True
+                if not keep:
+                    continue
+            else:
+                widen = any(entries[e][0] == "special" for e in ids)
+            need[i] = frozenset(ids)
+            if widen and w > 1:
+                lo, hi = i - w + 1, i + w - 1
+                back = back or lo < 0
+                if hi >= len(lines):
+                    self._forward = max(self._forward, hi - len(lines) + 1)
+                for j in range(max(lo, 0), min(hi, len(lines) - 1) + 1):
+                    need.setdefault(j, frozenset())
+        if back:
+            for n, raw in self._tail:
+                if n > self._fed_upto:
+                    self._line(n, raw, frozenset())
+        for i in sorted(need):
+            self._line(base + i + 1, lines[i], need[i])
+        if w > 1:
+            first = max(0, len(lines) - w + 1)
+            self._tail = [(base + i + 1, lines[i]) for i in range(first, len(lines))]
+
+    def feed_stream(
+        self,
+        stream: IO[bytes],
+        name: str = "log",
+        max_bytes: int = DEFAULT_MAX_MB << 20,
+        max_seconds: float = DEFAULT_MAX_SECONDS,
+    ) -> None:
+        """Read a binary stream in blocks; InputError when it exceeds the size or time cap."""
+        carry = b""
+        started = time.monotonic()
+        while True:
+            chunk = stream.read(BLOCK)
+            if not chunk:
+                break
+            self.bytes += len(chunk)
+            if self.bytes > max_bytes:
+                raise InputError(
+                    f"{name}: stopped after {self.bytes >> 20} MiB of log text (limit "
+                    f"{max_bytes >> 20} MiB, --max-mb); a compressed file that expands this far is "
+                    "not a service log. Raise --max-mb, or diagnose the end of it: "
+                    "zcat -f FILE | tail -n 200000 | ascend-deploy diagnose -"
+                )
+            if time.monotonic() - started > max_seconds:
+                raise InputError(
+                    f"{name}: stopped after {max_seconds:g} s and {self.bytes >> 20} MiB "
+                    "(--max-seconds); "
+                    "raise --max-seconds or diagnose the end of the log: tail -n 200000 FILE | "
+                    "ascend-deploy diagnose -"
+                )
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) >= MAX_LINE:
+                cut = len(data) - len(data) % MAX_LINE
+                data = (
+                    b"\n".join(data[i : i + MAX_LINE] for i in range(0, cut, MAX_LINE))
+                    + b"\n"
+                    + data[cut:]
+                )
+                cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            if cut:
+                self.feed_text(data[:cut].decode("utf-8", errors="replace"))
+        if carry:
+            self.feed_text(carry.decode("utf-8", errors="replace"))
+
+    # --- matching -------------------------------------------------------------------------
+
+    def _line(self, n: int, raw: str, ids: frozenset[int]) -> None:
+        if len(raw) > MAX_LINE:
+            for i in range(0, len(raw), MAX_LINE):
+                self._piece(n, raw[i : i + MAX_LINE], ids | {0})
+        else:
+            self._piece(n, raw, ids)
+        self._fed_upto = n
+
+    def _piece(self, n: int, raw: str, ids: frozenset[int]) -> None:
         msg, level = normalise(raw)
+        buf = self._buf
+        if buf and buf[-1][0] not in (n, n - 1):
+            buf.clear()
+        buf.append((n, msg, level, ids))
         if not msg:
             return
+        entries = self._entries
+        if 0 in ids:  # a failure word, or a piece of an over-long line: try everything
+            ids = ids | self._failure_specials
+            if len(raw) >= MAX_LINE:
+                ids = frozenset(range(len(entries)))
+        for e in sorted(ids):
+            kind, rule, obj, _pre = entries[e]
+            if kind == "plain":
+                self._match_pattern(rule, obj, n, msg, level)  # type: ignore[arg-type]
+            elif kind == "context" and obj.search(msg):
+                self._ctx.setdefault(rule.id, {})[obj.pattern] = (n, _excerpt(msg))  # type: ignore[union-attr]
+        specials = {e for item in buf for e in item[3] if entries[e][0] == "special"}
+        for e in sorted(specials):
+            _k, rule, pat, _pre = entries[e]
+            self._match_special(rule, pat, n, level)  # type: ignore[arg-type]
+        if 0 not in ids:
+            return
+        exc = _EXC_RE.match(msg)
+        failure = (level == "error") or (
+            exc is not None and not exc.group("type").endswith("Warning")
+        )
         if level in ("exception", "error"):
             self.last_errors.append(_excerpt(msg))
-        if self._any.search(msg):
-            for rule, rule_rx in self._rule_any:
-                if rule_rx.search(msg):
-                    self._match_rule(rule, n, msg, level)
-        if self._any_context is not None and self._any_context.search(msg):
-            for rule, rx in self._context:
-                if rx.search(msg):
-                    self._ctx.setdefault(rule.id, {})[rx.pattern] = (n, _excerpt(msg))
+        failure = self._codes(n, msg, level) or failure
+        if exc is not None and exc.group("msg") is not None:
+            self._last_exc = (n, exc.group("type"), msg)
+            self._exceptions(n, msg, level, exc.group("type"), exc.group("msg") or "")
+        if failure or msg.startswith("Traceback") or _HARD_FAIL_RE.search(msg):
+            self._failures.append((n, msg, exc.group("type") if exc else None))
 
-    def _match_rule(self, rule: Rule, n: int, msg: str, level: str) -> None:
-        for pat in rule.patterns:
-            m = pat.regex.search(msg)
-            if not m:
+    def _hit(self, rule: Rule) -> _Hit:
+        hit = self.hits.get(rule.id)
+        if hit is None:
+            hit = self.hits[rule.id] = _Hit(rule)
+        return hit
+
+    @staticmethod
+    def _accept(pat: Pattern, m: re.Match[str]) -> tuple[bool, float | None]:
+        value = None
+        if pat.min_value is not None:
+            try:
+                value = float(m.group("value"))
+            except (IndexError, TypeError, ValueError):
+                return False, None
+            if value < pat.min_value:
+                return False, None
+        if pat.check == "garbage" and not garbage.detect(_json_unescape(m.group("value"))):
+            return False, None
+        return True, value
+
+    def _match_pattern(self, rule: Rule, pat: Pattern, n: int, msg: str, level: str) -> None:
+        m = pat.regex.search(msg)
+        if m:
+            ok, value = self._accept(pat, m)
+            if ok:
+                self._hit(rule).add(n, msg, level, value)
+
+    def _match_special(self, rule: Rule, pat: Pattern, n: int, level: str) -> None:
+        items = [(n_, m_, l_) for n_, m_, l_, _ids in list(self._buf)[-pat.window :]]
+        starts = range(len(items))
+        if pat.exception is not None:
+            starts = [j for j in starts if self._exc_type_ok(pat, items[j][1])]
+        for j in starts:
+            seg = [msg for _n, msg, _l in items[j:]]
+            if pat.exception is not None:
+                seg[0] = _EXC_RE.match(seg[0]).group("msg") or ""  # type: ignore[union-attr]
+            for sep in (" ", ""):
+                text = sep.join(seg)
+                offset = len(text) - len(seg[-1])
+                for m in pat.regex.finditer(text):
+                    if len(seg) > 1 and m.end() <= offset:
+                        continue
+                    ok, value = self._accept(pat, m)
+                    if not ok:
+                        continue
+                    lvl = max((lv for _n, _m, lv in items[j:]), key=LEVEL_WEIGHT.__getitem__)
+                    shown = (
+                        " ".join(msg for _n, msg, _l in items[j:]) if len(seg) > 1 else items[j][1]
+                    )
+                    self._hit(rule).add(
+                        n, shown, max(lvl, level, key=LEVEL_WEIGHT.__getitem__), value
+                    )
+                    return
+            if pat.exception is None:
+                break  # a plain windowed pattern is tried on the whole window only
+
+    @staticmethod
+    def _exc_type_ok(pat: Pattern, msg: str) -> bool:
+        m = _EXC_RE.match(msg)
+        if m is None or m.group("msg") is None or pat.exception is None:
+            return False
+        name = m.group("type")
+        return bool(pat.exception.match(name) or pat.exception.match(name.rsplit(".", 1)[-1]))
+
+    def _lookup(self, scheme: str, code: str) -> CodeEntry | None:
+        entry = self._code_exact.get((scheme, code))
+        if entry is None:
+            entry = next(
+                (c for c in self._code_family if c.scheme == scheme and code.startswith(c.key)),
+                None,
+            )
+        return entry
+
+    def _codes(self, n: int, msg: str, level: str) -> bool:
+        found = False
+        seen: set[str] = set()
+        for scheme, rx in CODE_RES.items():
+            if scheme == "hccl" and "ccl" not in msg.lower():
                 continue
-            value = None
-            if pat.min_value is not None:
-                try:
-                    value = float(m.group("value"))
-                except (IndexError, TypeError, ValueError):
+            for m in rx.finditer(msg):
+                code = m.group(1).upper()
+                if scheme == "acl" and code in seen:
                     continue
-                if value < pat.min_value:
-                    continue
-            if pat.check == "garbage" and not garbage.detect(_json_unescape(m.group("value"))):
-                continue
-            hit = self.hits.get(rule.id)
-            if hit is None:
-                hit = self.hits[rule.id] = _Hit(rule)
-            hit.add(n, msg, level, value)
+                found = found or scheme != "hccl" or level == "error"
+                seen.add(code)
+                entry = self._lookup(scheme, code)
+                if entry is not None:
+                    self._code_hit(entry, code, n, msg, level)
+        for m in _CODE_NAME_RE.finditer(msg):
+            found = True
+            entry = self._code_names.get(m.group(1))
+            if entry is not None and entry.key not in seen:
+                self._code_hit(entry, m.group(1), n, msg, level)
+        return found
+
+    def _code_hit(self, entry: CodeEntry, code: str, n: int, msg: str, level: str) -> None:
+        note = f"{code}: {entry.meaning} ({entry.scheme.upper()} code)" if entry.meaning else code
+        if entry.rule is None:
             return
+        if entry.guess:
+            self._guess_codes.setdefault(code, (entry, n, _excerpt(msg)))
+            return
+        hit = self._hit(self._by_id[entry.rule])
+        hit.add(n, msg, "error" if level == "info" else level, None)
+        hit.bonus = max(hit.bonus, entry.specificity)
+        hit.context[f"code:{code}"] = (n, _excerpt(note))
+
+    def _exceptions(self, n: int, msg: str, level: str, etype: str, emsg: str) -> None:
+        short = etype.rsplit(".", 1)[-1]
+        for entry in self.ruleset.exceptions:
+            if not (entry.type.match(etype) or entry.type.match(short)):
+                continue
+            if entry.message is not None and not entry.message.search(emsg):
+                continue
+            if entry.rule is None:
+                continue
+            if entry.guess:
+                self._guess_exc.append((entry, n, _excerpt(msg), True))
+                continue
+            hit = self._hit(self._by_id[entry.rule])
+            hit.add(n, msg, level, None)
+            hit.bonus = max(hit.bonus, entry.specificity)
+            return
+
+    # --- result ---------------------------------------------------------------------------
+
+    def _finding(self, h: _Hit) -> dict[str, Any]:
+        return {
+            "pitfall": h.rule.pitfall,
+            "rule": h.rule.id,
+            "title": h.rule.title,
+            "evidence": h.evidence(),
+            "fix": h.rule.fix,
+            "explanation": h.rule.explanation,
+            "variable": h.rule.variable,
+            "kind": h.rule.kind,
+            "matches": h.count,
+            "score": h.score,
+            "guess": False,
+        }
+
+    def _guess(self) -> dict[str, Any] | None:
+        """The best class by weak evidence, when the log shows a failure and no rule matched."""
+        fails = list(self._failures)
+        if not fails and not self._guess_codes:
+            return None
+        scores: dict[str, float] = {}
+        support: dict[str, list[tuple[int, str]]] = {}
+
+        def add(rid: str, points: float, n: int, line: str) -> None:
+            scores[rid] = scores.get(rid, 0.0) + points
+            support.setdefault(rid, []).append((n, _excerpt(line)))
+
+        for code, (entry, n, line) in self._guess_codes.items():
+            add(entry.rule, 2.0, n, f"{line}  [{code}: {entry.meaning}]" if entry.meaning else line)
+        last_n = self._last_exc[0] if self._last_exc else -1
+        for entry, n, line, _ in self._guess_exc:
+            add(entry.rule, 3.0 if n == last_n else 1.0, n, line)
+        for rule in self.rules:
+            for kw in rule.keywords:
+                for n, msg, _t in reversed(fails):
+                    if kw.search(msg):
+                        add(rule.id, 1.0, n, msg)
+                        break
+        settle_default = DEFAULT_SETTLE[None]
+        if not scores:
+            evidence = [m for _n, m, _t in fails[-MAX_EVIDENCE:]]
+            return {
+                "pitfall": None,
+                "rule": "unclassified",
+                "title": "Unclassified failure: no rule, code or keyword points to a known class",
+                "evidence": [_excerpt(e) for e in evidence],
+                "fix": "Run the commands below and compare driver, CANN, torch_npu and vLLM "
+                "versions with "
+                "the release's compatibility table; read the first error of the log.",
+                "explanation": "The log shows errors but none of them names a known failure class.",
+                "variable": None,
+                "kind": "guess",
+                "matches": 0,
+                "score": 0,
+                "guess": True,
+                "confidence": 0.0,
+                "settle": list(settle_default),
+            }
+        total = sum(scores.values())
+        rid = max(scores, key=lambda r: (scores[r], self._by_id[r].specificity))
+        rule = self._by_id[rid]
+        lines = sorted(dict.fromkeys(support[rid]), key=lambda t: t[0])
+        return {
+            "pitfall": rule.pitfall,
+            "rule": rule.id,
+            "title": rule.title,
+            "evidence": [t for _n, t in lines][-MAX_EVIDENCE:],
+            "fix": rule.fix,
+            "explanation": rule.explanation,
+            "variable": rule.variable,
+            "kind": "guess",
+            "matches": len(lines),
+            "score": round(scores[rid], 1),
+            "guess": True,
+            "confidence": round(min(0.9, scores[rid] / (total + 2.0)), 2),
+            "settle": list(rule.settle or DEFAULT_SETTLE.get(rule.pitfall, settle_default)),
+        }
 
     def result(self) -> dict[str, Any]:
         for rid, ctx in self._ctx.items():
@@ -305,23 +754,12 @@ class Diagnoser:
             key=lambda h: (h.rule.kind == "cause", h.score, h.last_line),
             reverse=True,
         )
-        findings = [
-            {
-                "pitfall": h.rule.pitfall,
-                "rule": h.rule.id,
-                "title": h.rule.title,
-                "evidence": h.evidence(),
-                "fix": h.rule.fix,
-                "explanation": h.rule.explanation,
-                "variable": h.rule.variable,
-                "kind": h.rule.kind,
-                "matches": h.count,
-                "score": h.score,
-            }
-            for h in ranked
-        ]
+        findings = [self._finding(h) for h in ranked]
         out: dict[str, Any] = {"findings": findings, "lines": self.lines}
         if not findings:
+            guess = self._guess()
+            if guess is not None:
+                findings.append(guess)
             out["last_errors"] = list(self.last_errors)
         return out
 
@@ -356,7 +794,8 @@ def _looks_binary(head: bytes) -> bool:
     return bad * 10 > len(text)
 
 
-def _open(path: str) -> IO[bytes]:
+def open_log(path: str) -> IO[bytes]:
+    """Binary stream of a log file (``-`` = stdin; gzip detected by name or magic bytes)."""
     if path == "-":
         return sys.stdin.buffer
     if os.path.isdir(path):
@@ -367,38 +806,67 @@ def _open(path: str) -> IO[bytes]:
         raise InputError(f"{path}: log file not found") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the log ({exc.strerror})") from None
-    if path.endswith(".gz"):
+    magic = fh.read(2)
+    fh.seek(0)
+    if path.endswith(".gz") or magic == b"\x1f\x8b":
         return gzip.open(fh, "rb")  # type: ignore[return-value]
     return fh
 
 
-def diagnose_lines(lines: Iterable[str], rules: list[Rule] | None = None) -> dict[str, Any]:
+_open = open_log  # older name
+
+
+def diagnose_lines(
+    lines: Iterable[str], rules: RuleSet | list[Rule] | None = None
+) -> dict[str, Any]:
     d = Diagnoser(rules)
     for line in lines:
         d.feed(line)
     return d.result()
 
 
-def diagnose_file(path: str, rules: list[Rule] | None = None) -> dict[str, Any]:
-    """Diagnose a log file (``-`` = stdin, ``.gz`` decompressed on the fly)."""
-    name = describe_path(path)
-    fh = _open(path)
+def diagnose_text(text: str, rules: RuleSet | list[Rule] | None = None) -> dict[str, Any]:
+    """Findings for a pasted log (one string); ``result["findings"][0]`` is the best answer."""
+    d = Diagnoser(rules)
+    d.feed_text(text)
+    return d.result()
+
+
+def diagnose_stream(
+    d: Diagnoser,
+    fh: IO[bytes],
+    name: str,
+    max_mb: int = DEFAULT_MAX_MB,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+) -> None:
+    """Feed a binary stream to ``d``: binary check, size/time caps, read errors as InputError."""
     try:
-        try:
-            head = fh.peek(8192)[:8192] if hasattr(fh, "peek") else b""
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{name}: cannot read the log ({exc})") from None
-        if _looks_binary(head):
-            raise InputError(
-                f"{name}: looks like binary data, not a text log; pass the container log "
-                "(docker logs NAME > file), the journal or the captured start-up output"
-            )
-        d = Diagnoser(rules)
-        try:
-            for line in iter_lines(fh):
-                d.feed(line)
-        except (OSError, EOFError) as exc:  # truncated gzip, read errors
-            raise InputError(f"{name}: log could not be read to the end ({exc})") from None
+        head = fh.peek(8192)[:8192] if hasattr(fh, "peek") else b""
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{name}: cannot read the log ({exc})") from None
+    if _looks_binary(head):
+        raise InputError(
+            f"{name}: looks like binary data, not a text log; pass the container log "
+            "(docker logs NAME > file), the journal or the captured start-up output"
+        )
+    try:
+        d.feed_stream(fh, name, max_mb << 20, max_seconds)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:  # truncated gzip, read errors
+        raise InputError(f"{name}: log could not be read to the end ({exc})") from None
+
+
+def diagnose_file(
+    path: str,
+    rules: RuleSet | list[Rule] | None = None,
+    max_mb: int = DEFAULT_MAX_MB,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+) -> dict[str, Any]:
+    """Diagnose a log file (``-`` = stdin, gzip decompressed on the fly), within the caps."""
+    name = describe_path(path)
+    fh = open_log(path)
+    d = Diagnoser(rules)
+    try:
+        diagnose_stream(d, fh, name, max_mb, max_seconds)
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
@@ -414,11 +882,35 @@ def render(result: dict[str, Any]) -> str:
     src = result.get("source", "log")
     findings = result.get("findings") or []
     if not findings:
-        out = [f"{src}: no known failure signature in {result.get('lines', 0)} lines."]
+        out = [
+            f"{src}: no failure found in {result.get('lines', 0)} lines "
+            "(no error, exception or error code)."
+        ]
         last = result.get("last_errors") or []
         if last:
             out.append("Last error lines:")
             out += [f"  {line}" for line in last]
+        return "\n".join(out)
+    if findings[0].get("guess"):
+        g = findings[0]
+        pit = (
+            f"pitfall {g['pitfall']}"
+            if g["pitfall"]
+            else "neighbour"
+            if g["rule"] != "unclassified"
+            else "?"
+        )
+        out = [
+            f"{src}: no known failure signature in {result.get('lines', 0)} lines; best guess "
+            f"(confidence {g['confidence']:.0%}):",
+            f"\n1. [{pit}] {g['title']} ({g['rule']}) - GUESS",
+        ]
+        out += [f"   > {ev}" for ev in g["evidence"]]
+        out.append(f"   Why: {g['explanation']}")
+        fix = g["fix"] + (f" (bundle variable: {g['variable']})" if g.get("variable") else "")
+        out.append(f"   Fix if confirmed: {fix}")
+        out.append("   To settle it, run:")
+        out += [f"     {cmd}" for cmd in g.get("settle", [])]
         return "\n".join(out)
     out = [f"{src}: {len(findings)} finding(s), most likely root cause first."]
     for i, f in enumerate(findings, 1):

@@ -208,11 +208,19 @@ def test_messy_log_ansi_crlf_prefixes_interleaved(tmp_path):
     assert "npu_out_of_memory" not in {f["rule"] for f in result["findings"]}
 
 
-def test_unknown_log_gives_no_finding_and_last_errors():
+def test_unknown_failure_is_an_unclassified_guess_with_its_lines():
     lines = [*NOISE, "ERROR 01-01 00:00:00 [x.py:1] something odd", "RuntimeError: never seen"]
     result = diagnose_lines(lines)
-    assert result["findings"] == []
+    (guess,) = result["findings"]
+    assert guess["guess"] is True and guess["rule"] == "unclassified" and guess["confidence"] == 0
+    assert guess["evidence"] == ["something odd", "RuntimeError: never seen"]
+    assert "npu-smi info" in guess["settle"]
     assert result["last_errors"] == ["something odd", "RuntimeError: never seen"]
+
+
+def test_healthy_log_gets_no_invented_failure():
+    result = diagnose_lines(NOISE * 50 + log("pitfall6_2_example.log"))
+    assert result["findings"] == [] and result["last_errors"] == []
 
 
 def test_emulator_log_lines_diagnose_as_their_pitfall():
