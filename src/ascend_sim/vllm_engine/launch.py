@@ -107,7 +107,8 @@ def _ascend_startup(serve_argv: Sequence[str]) -> int:
     if dep.hccl_sock is not None:
         dep.hccl_sock.close()
     print(
-        f"ascend-sim engine: emulated Ascend start-up passed (vllm-ascend {row['vllm_ascend']}, "
+        f"ascend-sim engine: emulated Ascend start-up passed (vllm-ascend "
+        f"{row['vllm_ascend'].lstrip('v')}, "
         f"CANN {row['cann']}, NPU budget {dep.budget.tokens:,} KV tokens, "
         f"max_model_len {dep.max_model_len}); handing over to the real vLLM CPU engine",
         flush=True,
