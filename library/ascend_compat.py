@@ -85,6 +85,10 @@ driver_supports_cann:
   description: True, false, or null when the pairing is unknown.
   returned: when driver is given
   type: bool
+driver_note:
+  description: The driver's pairing with the row's CANN is not published (a warning).
+  returned: when driver is given and the pairing is not published
+  type: str
 error:
   description: Why no row matched (only with fail_on_error false).
   returned: on a resolve error with fail_on_error false
@@ -152,7 +156,13 @@ def main() -> None:
         if p["installed"] is not None:
             result["findings"] = compat.check(p["installed"], cann, p["hardware"])
         if p["driver"]:
-            result["driver_supports_cann"] = compat.driver_supports_cann(p["driver"], row["cann"])
+            verdict = compat.driver_supports_cann(p["driver"], row["cann"])
+            result["driver_supports_cann"] = verdict
+            note = row.get("driver_note") or (
+                compat.pairing_note(p["driver"], row["cann"]) if verdict is None else None
+            )
+            if note:
+                result["driver_note"] = note
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -59,6 +59,12 @@ options:
     description: Docker CLI on the host.
     type: str
     default: docker
+  restart_threshold:
+    description:
+      - C(check) - a replica restarted more often than this since the verification (its restart
+        policy hides a crash loop) sends the run through every step; C(restarts) reports them all.
+    type: int
+    default: 0
   root:
     description: With C(state=digest), the bundle's directory.
     type: path
@@ -93,6 +99,10 @@ facts:
   description: The facts recorded with the deployment (only when converged).
   returned: state=check
   type: dict
+restarts:
+  description: Restarts of each replica container since the verification (only those with any).
+  returned: state=check
+  type: dict
 digest:
   description: sha256 of the bundle's files.
   returned: state=digest
@@ -123,7 +133,9 @@ def run(module: AnsibleModule) -> dict:
             return {"removed": False}
         return {"removed": deployed_state.forget(p["state_dir"])}
     if p["state"] == "check":
-        return deployed_state.check(p["state_dir"], p["service"], p["desired"], p["docker"])
+        return deployed_state.check(
+            p["state_dir"], p["service"], p["desired"], p["docker"], p["restart_threshold"]
+        )
     observed = deployed_state.observe(
         p["state_dir"], p["service"], p["files"], p["dirs"], p["docker"]
     )
@@ -151,6 +163,7 @@ def main() -> None:
             "facts": {"type": "dict", "default": {}},
             "ports": {"type": "list", "elements": "int", "default": []},
             "docker": {"type": "str", "default": "docker"},
+            "restart_threshold": {"type": "int", "default": 0},
             "root": {"type": "path"},
             "parts": {"type": "list", "elements": "str", "default": []},
         },

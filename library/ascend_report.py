@@ -55,6 +55,11 @@ table:
   returned: with rows
   type: list
   elements: str
+rows:
+  description: The rows as given (for tasks that print more from them).
+  returned: with rows
+  type: list
+  elements: dict
 written:
   description: Paths of the documents written.
   returned: with documents
@@ -143,7 +148,7 @@ def main() -> None:
                 json.dump(p["rows"], fh, indent=2, sort_keys=True)
         except OSError as exc:
             module.fail_json(msg=f"ascend_report: cannot write {p['dest']}: {exc.strerror}")
-    module.exit_json(changed=False, table=table)
+    module.exit_json(changed=False, table=table, rows=p["rows"])
 
 
 if __name__ == "__main__":

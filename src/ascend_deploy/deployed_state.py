@@ -115,6 +115,8 @@ def _containers(service: str, docker: str) -> list[dict]:
                 "running": bool(state.get("Running")) and not state.get("Restarting"),
                 "spec": labels.get("ascend-deploy.spec", ""),
                 "image": info.get("Image", ""),
+                # Restarts by the restart policy (a crash loop keeps the container "running").
+                "restarts": int(info.get("RestartCount") or 0),
             }
         )
     return sorted(out, key=lambda c: c["name"])
@@ -151,6 +153,25 @@ def unhealthy(ports: Iterable[int], address: str = "127.0.0.1", timeout: float =
     return bad
 
 
+def _without_restarts(container: dict) -> dict:
+    return {k: v for k, v in container.items() if k != "restarts"}
+
+
+def restarts_since(recorded: dict, now: dict) -> dict[str, int]:
+    """Restarts of each recorded container since the record (the verification) was written.
+
+    A container replaced since then counts all its restarts; a count below the recorded one
+    (the engine restarted, the container was recreated) counts from zero.
+    """
+    rec = {c["name"]: int(c.get("restarts") or 0) for c in recorded.get("containers", [])}
+    out = {}
+    for c in now.get("containers", []):
+        count = int(c.get("restarts") or 0)
+        base = rec.get(c["name"], 0)
+        out[c["name"]] = count - base if count >= base else count
+    return out
+
+
 def _differences(recorded: dict, now: dict) -> list[str]:
     out = []
     for name in sorted(set(recorded.get("files", {})) | set(now["files"])):
@@ -166,7 +187,7 @@ def _differences(recorded: dict, now: dict) -> list[str]:
             out.append(f"container {name} is gone")
         elif not b["running"]:
             out.append(f"container {name} is not running")
-        elif a != b:
+        elif _without_restarts(a) != _without_restarts(b):
             out.append(f"container {name} was replaced or changed")
     for path in sorted(set(recorded.get("dirs", {})) | set(now["dirs"])):
         if recorded.get("dirs", {}).get(path) != now["dirs"].get(path):
@@ -174,11 +195,19 @@ def _differences(recorded: dict, now: dict) -> list[str]:
     return out
 
 
-def check(state_dir: str, service: str, desired: str, docker: str = "docker") -> dict:
-    """Compare the host with its record: ``{converged, reasons, facts}``.
+def check(
+    state_dir: str,
+    service: str,
+    desired: str,
+    docker: str = "docker",
+    restart_threshold: int = 0,
+) -> dict:
+    """Compare the host with its record: ``{converged, reasons, facts, restarts}``.
 
     Observes the files and directories the record lists, the service's containers, and asks
-    every recorded replica port for /health.
+    every recorded replica port for /health. ``restarts`` counts each replica's restarts since
+    the verification; more than ``restart_threshold`` for any replica (a crash loop the restart
+    policy hides) sends the run through every step.
     """
     path = os.path.join(state_dir, RECORD)
     try:
@@ -196,12 +225,20 @@ def check(state_dir: str, service: str, desired: str, docker: str = "docker") ->
         reasons.append("the desired state differs (variables, bundle or model manifest changed)")
     now = observe(state_dir, service, recorded.get("files", {}), recorded.get("dirs", {}), docker)
     reasons += _differences(recorded, now)
+    restarts = restarts_since(recorded, now)
+    reasons += [
+        f"container {name} restarted {count} time(s) since the last verification "
+        f"(more than {restart_threshold}; its restart policy hides a crash)"
+        for name, count in sorted(restarts.items())
+        if count > restart_threshold
+    ]
     if not reasons:
         reasons += [f"replica on port {bad}" for bad in unhealthy(record.get("ports", []))]
     return {
         "converged": not reasons,
         "reasons": reasons,
         "facts": (record.get("facts") or {}) if not reasons else {},
+        "restarts": {name: count for name, count in restarts.items() if count > 0},
     }
 
 

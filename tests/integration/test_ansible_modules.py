@@ -595,6 +595,64 @@ def test_deployed_health_is_asked_only_when_everything_else_matches(tmp_path):
     assert res["bad"]["failed"] and res["bad"]["msg"] == "state=present needs service, desired"
 
 
+@pytest.mark.docker
+def test_deployed_check_reports_restarts_of_a_crashing_replica(tmp_path):
+    """Issue 16 §5: a replica its restart policy restarted after a crash looked converged."""
+    if not _docker_image_present(EMULATOR_IMAGE):
+        pytest.skip(f"needs the Docker engine and {EMULATOR_IMAGE} (docker/build-images.sh)")
+    service = f"adrst{os.getpid()}"
+    name = f"{service}-0"
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    # Crashes (exit 1) each time /tmp/crash appears; the restart policy brings it back.
+    loop = "while [ ! -e /tmp/crash ]; do sleep 0.1; done; rm -f /tmp/crash; exit 1"
+    run_args = ["docker", "run", "-d", "--name", name, "--restart", "unless-stopped"]
+    run_args += ["--label", f"ascend-deploy.service={service}", "--label", "ascend-deploy.spec=s0"]
+    subprocess.run(
+        [*run_args, "--entrypoint", "sh", EMULATOR_IMAGE, "-c", loop],
+        check=True,
+        capture_output=True,
+    )
+    common = {"state_dir": str(tmp_path / "state"), "service": service, "desired": "a" * 64}
+
+    def restarts() -> int:
+        out = subprocess.run(
+            ["docker", "inspect", "-f", "{{.RestartCount}} {{.State.Running}}", name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        return int(out[0]) if out[1] == "true" else -1
+
+    try:
+        rec = {"ascend_deployed": {**common, "state": "present", "ports": [port]}}
+        checks = [
+            {"id": "t0", "ascend_deployed": {**common, "state": "check"}},
+            {"id": "t1", "ascend_deployed": {**common, "state": "check", "restart_threshold": 2}},
+        ]
+        before = run(tmp_path, [{"id": "rec", **rec}, checks[0]])
+        for _ in range(2):  # two crashes, each restarted by the policy
+            count = restarts()
+            subprocess.run(["docker", "exec", name, "touch", "/tmp/crash"], capture_output=True)
+            deadline = time.monotonic() + 30
+            while restarts() != count + 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+        after = run(tmp_path, checks)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        srv.shutdown()
+    assert before["t0"]["converged"] is True and before["t0"]["restarts"] == {}
+    assert after["t0"]["converged"] is False
+    assert after["t0"]["restarts"] == {name: 2}
+    assert after["t0"]["reasons"] == [
+        f"container {name} restarted 2 time(s) since the last verification "
+        "(more than 0; its restart policy hides a crash)"
+    ]
+    # At or below the threshold: converged, and the restarts are still reported.
+    assert after["t1"]["converged"] is True and after["t1"]["restarts"] == {name: 2}
+
+
 # ----------------------------------------------------------------------------- versions/preflight
 
 
