@@ -43,6 +43,9 @@ from .verify_http import (
 )
 from .verify_suite import Case, load_suite, suite_from_doc
 
+# Errors after which no further request is sent: the service is gone or stalled (each
+# request would only wait out its own deadline again).
+GONE = ("Disconnected", "Unreachable", "Timeout")
 SMOKE_PROMPT = "What is the capital of France?"
 SMOKE_EXPECT = "Paris"
 EXCERPT = 300
@@ -370,8 +373,8 @@ class Verifier:
         for case in self.suite:
             rec = self.ask(case)
             self.cases.append(rec)
-            if rec.get("error_type") in ("Disconnected", "Unreachable"):
-                break  # the service is gone; the remaining cases would only repeat that
+            if rec.get("error_type") in GONE:
+                break  # the service is gone or stalled; the remaining cases would repeat that
         failed = [c for c in self.cases if not c["ok"]]
         check = Check("suite", seconds=time.monotonic() - t0)
         check.ok = not failed and len(self.cases) == len(self.suite)
@@ -380,8 +383,8 @@ class Verifier:
             check.detail += "; failed: " + "; ".join(
                 f"{c['id']} ({'; '.join(c['why'])[:200]})" for c in failed[:5]
             )
-        elif len(self.cases) < len(self.suite):
-            check.detail += "; the service stopped answering"
+        if len(self.cases) < len(self.suite):
+            check.detail += "; the service stopped answering (in time); the rest was not run"
         check.data["suite"] = self.suite_name
         self._add(check)
 
@@ -676,7 +679,7 @@ class Verifier:
         steps = ("first_request", "suite", "streaming", "concurrency", "max_length")
         if self.readiness().ok and self.first_request_and_smoke():
             self.run_suite()
-            if self.cases and self.cases[-1].get("error_type") in ("Disconnected", "Unreachable"):
+            if self.cases and self.cases[-1].get("error_type") in GONE:
                 pass  # nothing more can pass
             else:
                 self.streaming()

@@ -339,3 +339,36 @@ def test_a_key_that_cannot_be_a_header_is_refused_before_any_request(serve):
         with pytest.raises(InputError, match="visible ASCII"):
             run_verify(Options(url=srv.url, api_key=key, ready_timeout=1))
     assert srv.seen == []
+
+
+def test_a_replica_that_stalls_mid_suite_ends_the_run_after_one_deadline(serve):
+    """A half-broken replica must not hold a rollout for a deadline per remaining request."""
+    answer = json.dumps(
+        {"choices": [{"message": {"content": "Paris."}, "finish_reason": "stop"}],
+         "usage": {"prompt_tokens": 9, "completion_tokens": 2}}
+    ).encode()  # fmt: skip
+    chats = []
+
+    def handle(h):
+        if h.path == "/health":
+            reply(h, b"")
+        elif h.path == "/v1/models":
+            reply(h, b'{"data": [{"id": "m", "max_model_len": 64}]}')
+        elif h.path == "/version":
+            reply(h, b'{"version": "0.0"}')
+        else:
+            chats.append(h.path)
+            if len(chats) == 1:
+                reply(h, answer)
+            else:
+                trickle(h)
+
+    srv = serve(handle)
+    t0 = time.monotonic()
+    report = run_verify(Options(url=srv.url, ready_timeout=5, request_timeout=1))
+    assert time.monotonic() - t0 < 6
+    suite = next(c for c in report["checks"] if c["name"] == "suite")
+    assert suite["status"] == "fail" and "stopped answering" in suite["detail"]
+    assert "within 1 s" in report["cases"][0]["why"][0]
+    assert len(chats) == 2  # the smoke request and one suite case, nothing after
+    assert {c["name"]: c["status"] for c in report["checks"]}["streaming"] == "skipped"

@@ -69,7 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for readiness",
     )
     parser.add_argument(
-        "--request-timeout", type=_positive_float, default=300.0, metavar="S", help="per request"
+        "--request-timeout",
+        type=_positive_float,
+        default=300.0,
+        metavar="S",
+        help="deadline of each request, connect to last byte (default 300)",
     )
     parser.add_argument(
         "--expect-max-model-len",
