@@ -1,4 +1,7 @@
-"""The HBM budget of one vLLM-Ascend replica: one formula for the planner and the emulator.
+"""The HBM budget of one vLLM-Ascend replica, as the planner estimates it before the start.
+
+The emulated vLLM (``ascend_sim.vllm_emulator.memory``) sizes its cache with its own code, in
+bytes; this model rounds every term up to whole MB, so it stays on the safe side of it.
 
 vLLM sizes its KV cache after a profiling run (docs, "Engine arguments" /
 ``gpu_memory_utilization``; ``Worker.determine_available_memory``):
@@ -9,7 +12,7 @@ and rounds the resulting token count down to whole blocks. This module applies t
 formula to numbers known before the start, per NPU of a replica (MB means MiB, the unit
 ``npu-smi`` prints: 65536 MB = 64 GiB):
 
-    kv_budget = HBM_total x utilization - HBM_used_by_others - weights / TP
+    kv_budget = HBM_total x utilization - HBM_used_by_others - (weights + vocab padding) / TP
                 - activation - graph_capture - runtime_reserve - hccl
     kv_capacity_tokens = floor(kv_budget / (kv_bytes_per_token_per_npu x block)) x block
 
@@ -93,6 +96,15 @@ class MemoryModel:
         )
 
     @staticmethod
+    def vocab_padding_bytes(model: dict) -> int:
+        """Rows vLLM adds to the embedding and LM head (``VocabParallelEmbedding`` pads the
+        vocabulary to a multiple of 64): 0 for Qwen3's 151936, 59 rows for a 261-token vocab."""
+        vocab = model["vocab_size"]
+        pad = -vocab % 64
+        tables = 1 if model.get("tie_word_embeddings") else 2
+        return pad * model["hidden_size"] * model.get("kv_dtype_bytes", 2) * tables
+
+    @staticmethod
     def mlp_width(model: dict) -> int:
         """The widest MLP intermediate one token produces: the dense ``intermediate_size``,
         or for MoE the routed experts' ``experts_per_token x moe_intermediate_size`` plus the
@@ -134,7 +146,7 @@ class MemoryModel:
         fields and ``weight_bytes_served``).
         """
         usable = int(hbm_total_mb * gpu_memory_utilization)
-        weights = -(-model["weight_bytes_served"] // (tp * MIB))
+        weights = -(-(model["weight_bytes_served"] + self.vocab_padding_bytes(model)) // (tp * MIB))
         activation = self.activation_mb(model, tp, max_num_seqs)
         graph = 0 if enforce_eager else self.graph_capture_mb
         hccl = self.hccl_buffsize_mb * 2 * self.hccl_communicators if tp > 1 else 0

@@ -120,8 +120,6 @@ _TINY_COMMON = {
     "initializer_range": 0.02,
     "attention_bias": False,
     "attention_dropout": 0.0,
-    "bos_token_id": 151643,
-    "eos_token_id": 151645,
     "torch_dtype": "bfloat16",
     "use_cache": True,
     "tie_word_embeddings": False,
@@ -145,8 +143,16 @@ def _qwen3(hidden: int, layers: int, heads: int, kv: int, head_dim: int, vocab: 
     }
 
 
-def tiny_configs(vocab: int) -> dict[str, dict]:
-    """Small configs of six cache layouts; ``vocab`` matches the tokenizer used with them."""
+def tiny_configs(vocab: int = 261, bos: int = 256, eos: int = 258) -> dict[str, dict]:
+    """Small configs of six cache layouts; ``vocab`` and the special token ids match the
+    tokenizer used with them (default: the byte-level one of ``tests/data/tiny-qwen3-fp8``)."""
+    out = _tiny_configs(vocab)
+    for cfg in out.values():
+        cfg.update(bos_token_id=bos, eos_token_id=eos, pad_token_id=bos)
+    return out
+
+
+def _tiny_configs(vocab: int) -> dict[str, dict]:
     yarn = _qwen3(256, 6, 8, 4, 32, vocab)
     yarn.update(
         max_position_embeddings=4096,

@@ -13,9 +13,9 @@ import pytest
 from conftest import DATA
 
 from ascend_deploy.diagnose import diagnose_file, diagnose_lines
-from ascend_deploy.memory_model import DEFAULT_MODEL
-from ascend_deploy.model_info import inspect_model
+from ascend_deploy.model_files import load_config, read_weight_layout
 from ascend_deploy.verify import Options, render_markdown, run_verify
+from ascend_sim.vllm_emulator.memory import utilization_for_blocks
 from ascend_sim.vllm_emulator.sandbox import (
     Emulator,
     default_state,
@@ -229,19 +229,18 @@ def test_wrong_api_key_is_reported_at_once(tmp_path):
 # -- KV-exhausting burst (pitfall 6) ---------------------------------------------------------------
 def test_kv_exhausting_burst_fails_the_kv_check(tmp_path):
     model = write_tiny_random_model(str(tmp_path / "rand"))
-    facts = inspect_model(model)
-    # The HBM size that leaves 1 MiB of KV cache: 4096 tokens (as the emulator's own test does).
-    hbm = next(
-        h
-        for h in range(1000, 4000)
-        if DEFAULT_MODEL.budget(facts, h, 0, 0.9, enforce_eager=True)["kv_budget_mb"] == 1
-    )
+    # A utilization at which the emulated card's cache holds 32 blocks: 4096 tokens.
+    tensors = [(i.name, i.shape, i.nbytes) for _, i in read_weight_layout(model).tensors()]
+    hbm = 4000
+    util = utilization_for_blocks(load_config(model), tensors, hbm, 0, 32, enforce_eager=True)
     env = sandbox(tmp_path, state=default_state(hbm_total_mb=hbm, idle_hbm_used_mb=0),
                   ASCEND_SIM_STATS_INTERVAL="0.3")  # fmt: skip
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps({"cases": [{"id": "any", "prompt": "Hi", "expect_none": ["\x00"],
                                             "expect_any": [""], "max_tokens": 4}]}))  # fmt: skip
-    with serve(model, env, "--max-model-len", "1024").start() as emu:
+    with serve(
+        model, env, "--max-model-len", "1024", "--gpu-memory-utilization", str(util)
+    ).start() as emu:
         assert emu.ready, emu.output()
         assert "GPU KV cache size: 4,096 tokens" in emu.output()
         report = run_verify(

@@ -17,7 +17,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from ascend_sim.vllm_emulator.sandbox import make_root
+from ascend_sim.vllm_emulator.sandbox import make_root, preset_state
 
 MAKE_SHIMS = REPO / "docker" / "vllm-ascend" / "shims" / "make_shims.py"
 ROWS = {
@@ -92,7 +92,6 @@ def test_npu_unavailable_without_devices_or_with_old_driver(tmp_path):
     assert probe(site, str(tmp_path / "empty"))["npu"] is False
     no_mgmt = make_root(str(tmp_path / "nomgmt"), management_nodes=False)
     assert probe(site, no_mgmt)["npu"] is False
-    # CANN 8.5.0 is published for HDK 25.0 .. 25.5: a 24.1 driver is too old for v0.13.0.
     site13 = tmp_path / "s13"
     subprocess.run(
         [
@@ -115,9 +114,12 @@ def test_npu_unavailable_without_devices_or_with_old_driver(tmp_path):
         ],
         check=True,
     )
-    old = make_root(str(tmp_path / "old"), driver_version="24.1.rc3")
+    # Decided by the version files: driver 24.1.rc3 (C19) lists C13-C19, CANN 8.5.0 (C25)
+    # lists C21-C25; HDK 25.5.2's driver lists C25.
+    old = make_root(str(tmp_path / "old"), state=preset_state("a2-old-driver"))
     assert probe(site13, old)["npu"] is False
-    assert probe(site13, make_root(str(tmp_path / "new"), driver_version="25.2.0"))["npu"] is True
+    new = make_root(str(tmp_path / "new"), state=preset_state("a2-910b3-8x64g-hdk25"))
+    assert probe(site13, new)["npu"] is True
 
 
 def test_cann_layout_follows_the_release(tmp_path):

@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
-from ascend_deploy.memory_model import DEFAULT_MODEL
-from ascend_deploy.model_info import inspect_model
+from ascend_deploy.model_files import load_config, read_weight_layout
 from ascend_sim.vllm_emulator import messages as M
+from ascend_sim.vllm_emulator.memory import utilization_for_blocks
 from ascend_sim.vllm_emulator.sandbox import (
     Emulator,
     default_state,
@@ -317,15 +317,10 @@ def test_qwen3_reasoning_split(text, expected):
 # -- KV capacity at run time (pitfall 6) --------------------------------------------------------
 def test_kv_capacity_enforced_with_preemption(tmp_path):
     model = tiny_model(str(tmp_path / "tiny"))
-    facts = inspect_model(model)
-    # Pick the HBM size that leaves exactly 1 MiB of KV cache (32 blocks of 128 tokens).
-    hbm = next(
-        h
-        for h in range(1000, 4000)
-        if DEFAULT_MODEL.budget(facts, h, 0, 0.9, enforce_eager=True)["kv_budget_mb"] == 1
-    )
-    tokens = DEFAULT_MODEL.budget(facts, hbm, 0, 0.9, enforce_eager=True)["kv_capacity_tokens"]
-    assert tokens == 4096
+    # A utilization at which the emulated card's cache holds 32 blocks of 128 tokens.
+    tensors = [(i.name, i.shape, i.nbytes) for _, i in read_weight_layout(model).tensors()]
+    hbm = 4000
+    util = utilization_for_blocks(load_config(model), tensors, hbm, 0, 32, enforce_eager=True)
     root = make_root(
         str(tmp_path / "root"), state=default_state(hbm_total_mb=hbm, idle_hbm_used_mb=0)
     )
@@ -341,6 +336,8 @@ def test_kv_capacity_enforced_with_preemption(tmp_path):
         "--enforce-eager",
         "--max-model-len",
         "1024",
+        "--gpu-memory-utilization",
+        str(util),
     ]
     with Emulator(args, env).start() as emu:
         assert emu.ready, emu.output()

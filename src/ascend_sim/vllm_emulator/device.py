@@ -9,10 +9,13 @@ carries the simulated host state in ``.ascend-sim/state.json``) and ``/usr/local
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 from dataclasses import dataclass, field
+
+from .cann_packages import CANN_PACKAGES, code, code_ranges, listed
 
 MANAGEMENT_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 STATE_REL = "usr/local/Ascend/driver/lib64/.ascend-sim/state.json"
@@ -39,7 +42,8 @@ class NpuEnvironment:
     visible: list[int] = field(default_factory=list)  # logical order = ASCEND_RT_VISIBLE_DEVICES
     missing: list[str] = field(default_factory=list)  # device nodes / mounts that are absent
     driver_version: str | None = None
-    driver_compatible: list[str] | None = None  # compatible_version C-codes (advisory)
+    driver_inner: str | None = None  # Innerversion (the driver's release train, C-code)
+    driver_compatible: str | None = None  # compatible_version: the CANN trains it accepts
     state: dict | None = None
     state_error: str | None = None
 
@@ -48,22 +52,28 @@ class NpuEnvironment:
         return not self.missing and bool(self.visible) and self.state is not None
 
 
-def _read_driver_info(p: str) -> tuple[str | None, list[str] | None]:
-    """``Version=`` and the C-codes of ``compatible_version=`` from driver/version.info."""
-    version, compatible = None, None
+def _read_info(p: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` lines of a version/install-info file (first occurrence of each key)."""
+    out: dict[str, str] = {}
     try:
         with open(p, encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                m = re.match(r"\s*(?:\d+\s+)?(Version|compatible_version)=(.*)", line)
-                if not m:
-                    continue
-                if m.group(1) == "Version" and version is None:
-                    version = m.group(2).strip() or None
-                elif m.group(1) == "compatible_version":
-                    compatible = re.findall(r"C\d+", m.group(2))
+                m = re.match(r"\s*(?:\d+\s+)?(\w+)=(.*)", line)
+                if m and m.group(1) in keys and m.group(1) not in out:
+                    out[m.group(1)] = m.group(2).strip()
     except OSError:
-        return None, None
-    return version, compatible
+        return {}
+    return out
+
+
+def _read_driver_info(p: str) -> tuple[str | None, str | None, str | None]:
+    """``Version``, ``Innerversion`` and ``compatible_version`` of driver/version.info."""
+    info = _read_info(p, ("Version", "Innerversion", "compatible_version"))
+    return (
+        info.get("Version") or None,
+        info.get("Innerversion") or None,
+        info.get("compatible_version") or None,
+    )
 
 
 def probe() -> NpuEnvironment:
@@ -95,7 +105,9 @@ def probe() -> NpuEnvironment:
     for node in MANAGEMENT_NODES:
         if not os.path.exists(os.path.join(dev, node)):
             env.missing.append(f"/dev/{node}")
-    env.driver_version, env.driver_compatible = _read_driver_info(path(DRIVER_VERSION_REL))
+    env.driver_version, env.driver_inner, env.driver_compatible = _read_driver_info(
+        path(DRIVER_VERSION_REL)
+    )
     if env.driver_version is None:
         env.missing.append("/" + DRIVER_VERSION_REL)
     state_path = path(STATE_REL)
@@ -114,20 +126,42 @@ def probe() -> NpuEnvironment:
     return env
 
 
-def driver_compatible(driver_version: str | None, cann: str) -> bool | None:
-    """Whether the host driver runs the image's CANN (None = no published statement).
+CANN_INFO_GLOBS = (
+    "usr/local/Ascend/cann/*-linux/ascend_toolkit_install.info",
+    "usr/local/Ascend/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info",
+)
 
-    One source of truth with the bundle's preflight: ``ascend_deploy.compat``'s published
-    driver/HDK <-> CANN pairings (ascend-host.md §5.3). The driver's own ``compatible_version``
-    C-code list is only advisory (ascend-host.md §3.4: driver 24.1.rc3 lists C13..C19, yet CANN
-    8.2.RC1, C22, is published for it), so it never refuses a CANN here; preflight reports a
-    miss as a warning. Unknown pairings run, as they would on a host whose HDK is new enough.
+
+def image_cann(cann: str) -> tuple[str | None, str | None]:
+    """``innerversion`` and ``compatible_version`` of the image's CANN ``cann``: from its
+    ascend_toolkit_install.info when that carries them, else what the package knows of itself
+    (``cann_packages``)."""
+    for pattern in CANN_INFO_GLOBS:
+        for found in sorted(glob.glob(path(pattern))):
+            info = _read_info(found, ("version", "innerversion", "compatible_version"))
+            if info.get("version") == cann and info.get("innerversion"):
+                return info["innerversion"], info.get("compatible_version")
+    return CANN_PACKAGES.get(cann, (None, None))
+
+
+def cann_runs_on_driver(env: NpuEnvironment, cann: str) -> bool | None:
+    """Whether the image's CANN runs on the host driver, by the version files' own lists.
+
+    Each side's ``compatible_version`` names release trains (C-codes) of the other side
+    (ascend-host.md §3.4): the pair runs when the CANN's train is in the driver's list or the
+    driver's train is in the CANN's list (driver 24.1.rc3, C19, lists C13-C19; CANN 8.2.RC1,
+    C22, lists C19: it runs). False when the lists exist and neither names the other;
+    None when there is nothing to compare (no Innerversion and no list on a side).
     """
-    if driver_version is None:
+    if env.driver_version is None:
         return False
-    from ascend_deploy.compat import driver_supports_cann
-
-    return driver_supports_cann(driver_version, cann)
+    cann_inner, cann_list = image_cann(cann)
+    cann_train, drv_train = code(cann_inner), code(env.driver_inner)
+    drv_ranges, cann_ranges = code_ranges(env.driver_compatible), code_ranges(cann_list)
+    if listed(cann_train, drv_ranges) or listed(drv_train, cann_ranges):
+        return True
+    comparable = (cann_train is not None and drv_ranges) or (drv_train is not None and cann_ranges)
+    return False if comparable else None
 
 
 def npu_available(cann: str | None = None) -> bool:
@@ -144,7 +178,7 @@ def npu_available(cann: str | None = None) -> bool:
             cann = load_row()["cann"]
         except Exception:
             return False
-    return driver_compatible(env.driver_version, cann) is not False
+    return cann_runs_on_driver(env, cann) is not False
 
 
 def device_count() -> int:

@@ -110,8 +110,11 @@ def make_root(
     vpath = os.path.join(root, DRIVER_VERSION_REL)
     os.makedirs(os.path.dirname(vpath), exist_ok=True)
     compatible = state.get("versions", {}).get("driver_compatible")
+    inner = state.get("versions", {}).get("driver_inner")
     with open(vpath, "w", encoding="utf-8") as fh:
         fh.write(f"Version={driver_version}\n")
+        if inner:
+            fh.write(f"Innerversion={inner}\n")
         if compatible:
             fh.write(f"compatible_version={compatible}\n")
         fh.write(f"package_version={driver_version}\n")

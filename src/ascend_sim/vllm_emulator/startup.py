@@ -26,12 +26,13 @@ import time
 from dataclasses import dataclass, field
 
 from ascend_deploy.errors import AscendDeployError, InputError
-from ascend_deploy.model_files import MODELSLIM_DESCRIPTION, load_config, read_json_file
-from ascend_deploy.model_info import context_limit
+from ascend_deploy.model_files import load_config, read_json_file, read_weight_layout
 
 from . import device
 from . import messages as M
 from .memory import GIB, MIB, KvBudget, kv_budget
+from .model_config import MODELSLIM_FILE as MODELSLIM_DESCRIPTION
+from .model_config import derived_max_model_len
 from .versions import Behaviour, behaviour_for, load_row, log_has_process_prefix
 from .vlog import VLog
 
@@ -305,19 +306,11 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     archs = config.get("architectures") or ["?"]
     log.info("__init__.py:744", M.RESOLVED_ARCH.format(arch=archs[0]))
     _layers, heads, kv_heads, head_dim = _head_dims(config, model)
+    # vLLM's _get_and_verify_max_len, encoded by the emulator itself (model_config.py).
     try:
-        derived = int(config.get("max_position_embeddings") or 0) or 2048
+        derived = derived_max_model_len(config)
     except (TypeError, ValueError):
-        raise InputError(f"{model}: config.json max_position_embeddings is not a number") from None
-    # vLLM's _get_and_verify_max_len applies RoPE scaling (YaRN: original length x factor);
-    # the planner uses the same rule (ascend_deploy.model_info.context_limit).
-    model_type = config.get("model_type")
-    derived = context_limit(
-        config,
-        derived,
-        model_type if isinstance(model_type, str) else None,
-        os.path.join(model, "config.json"),
-    )[0]
+        raise InputError(f"{model}: config.json has a non-numeric length or RoPE factor") from None
     if args.max_model_len and args.max_model_len > derived:
         _fail_api(log, [M.MAX_LEN_ABOVE_DERIVED.format(user=args.max_model_len, derived=derived)])
     max_model_len = args.max_model_len or derived
@@ -359,7 +352,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if tp > len(env.visible):
         mask = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "")
         _fail_engine(log, [M.NOT_ENOUGH_DEVICES.format(tp=tp, visible=len(env.visible), mask=mask)])
-    if device.driver_compatible(env.driver_version, row["cann"]) is False:
+    if device.cann_runs_on_driver(env, row["cann"]) is False:
         _fail_engine(
             log,
             [
@@ -393,10 +386,11 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         # tp_size > num_key_value_heads" (rendered as torch's size-mismatch error).
         _fail_engine(log, [M.SIZE_MISMATCH.format(a=head_dim, b=kv_heads * head_dim // tp)])
 
-    # 5. Weights, profiling, KV cache.
-    from ascend_deploy.model_info import inspect_model
-
-    facts = inspect_model(model, fp8_native=hardware == "a5")
+    # 5. Weights, profiling, KV cache (memory.py: the emulated card, not the planner's model).
+    tensors = [
+        (info.name, tuple(info.shape), info.nbytes)
+        for _shard, info in read_weight_layout(model).tensors()
+    ]
     devices = _devices_for(env, tp)
     state = env.state or {}
     card = state.get("card") or {}
@@ -411,7 +405,8 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     others = _others_mb(devices)
     budgets = [
         kv_budget(
-            facts,
+            config,
+            tensors,
             hbm_total_mb=hbm_total_mb,
             idle_used_mb=_idle_used_mb(state, npu),
             others_mb=others[(npu, chip)],
@@ -419,6 +414,8 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             gpu_memory_utilization=args.gpu_memory_utilization,
             enforce_eager=args.enforce_eager,
             max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            dtype=args.dtype,
         )
         for npu, chip in devices
     ]
