@@ -46,6 +46,14 @@ def _fmt(value: float) -> str:
     return repr(float(value))
 
 
+def escape_label_value(value: str) -> str:
+    """A label value as the text format writes it: backslash, double quote and newline escaped.
+
+    https://prometheus.io/docs/instrumenting/exposition_formats/#text-format-details
+    """
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 class Metrics:
     """Counters the scheduler and server update; ``render()`` gives the /metrics body."""
 
@@ -74,7 +82,7 @@ class Metrics:
             self.req_gen.observe(generated)
 
     def render(self) -> str:
-        lab = f'model_name="{self.model_name}"'
+        lab = f'model_name="{escape_label_value(self.model_name)}"'
         out: list[str] = []
 
         def metric(name: str, kind: str, help_text: str, lines: list[str]) -> None:
@@ -94,7 +102,7 @@ class Metrics:
             metric(name, "histogram", help_text, lines)
 
         with self.lock:
-            info = ",".join(f'{k}="{v}"' for k, v in self.cache_info.items())
+            info = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in self.cache_info.items())
             metric(
                 "vllm:cache_config_info",
                 "gauge",
