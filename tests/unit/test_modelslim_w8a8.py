@@ -218,3 +218,13 @@ def test_served_w8a8_answers(tmp_path, row, extra):
             assert "quant_model_description.json" in emu.output()  # auto-detected
         for q in QUESTIONS[:6]:
             assert _correct(q, _ask(emu, q)), q["id"]
+
+
+def test_a_tensor_in_two_weight_files_is_refused_naming_both(tmp_path):
+    from ascend_deploy.errors import InputError
+
+    model = tmp_path / "dup"
+    shutil.copytree(W8A8, model)
+    shutil.copyfile(model / WEIGHTS, model / "quant_model_weight_w8a8-copy.safetensors")
+    with pytest.raises(InputError, match=r"is also in .*remove the duplicate weight file"):
+        read_weight_layout(str(model))
