@@ -40,8 +40,9 @@ from .diagnose_rules import (
     Pattern,
     Rule,
     RuleSet,
-    anchor_variants,
+    case_variants,
     cheapest_requirements,
+    choose_anchors,
     load_rules,
     parse_rules,
     strip_groups,
@@ -72,8 +73,8 @@ MAX_EVIDENCE = 5
 EVIDENCE_CHARS = 400
 LAST_ERRORS = 10
 GUESS_LINES = 200  # failure lines kept for ranking a guess
-DEFAULT_MAX_MB = 2048
-DEFAULT_MAX_SECONDS = 300.0
+DEFAULT_MAX_MB = 1024
+DEFAULT_MAX_SECONDS = 120.0
 
 LEVEL_WEIGHT = {"exception": 30, "error": 20, "warning": 10, "info": 0}
 
@@ -144,9 +145,11 @@ CODE_RES: dict[str, re.Pattern[str]] = {
 _CODE_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+|HCCL_E_[A-Z0-9_]+|ACLNN_ERR_[A-Z0-9_]+)\b")
 # Words that make a line worth a look even when no rule names it (failure evidence).
 _FAILURE_ANCHORS = (
-    "Traceback", "rror", "RROR", "xception", "CRITICAL", "FATAL", "Fatal", "ailed", "FAILED",
+    "Traceback", "rror", "RROR", "xception", "CRITICAL", "FATAL", "Fatal", "fail", "Fail", "FAIL",
+    "失败", "报错", "错误", "异常",
     "Segmentation fault", "core dumped", "Killed", "Aborted", "ACL_ERROR_", "HCCL_E_", "ACLNN_ERR_",
 )  # fmt: skip
+_FAIL_WORDS_RE = re.compile(r"(?i)\bfail|\berror\b|失败|报错|错误|异常")
 _CANN_CODE_GATE = r"E[0-9A-Z]\d{4}(?![A-Za-z0-9_])"
 _HARD_FAIL_RE = re.compile(
     r"Segmentation fault|core dumped|\bKilled\b|\bAborted\b|\bFATAL\b|Fatal error"
@@ -283,6 +286,7 @@ class Diagnoser:
         self.bytes = 0
         self.last_errors: deque[str] = deque(maxlen=LAST_ERRORS)
         self._failures: deque[tuple[int, str, str | None]] = deque(maxlen=GUESS_LINES)
+        self._strong_failure = False  # an exception, ERROR line, code or traceback was seen
         self._last_exc: tuple[int, str, str] | None = None
         self._guess_codes: dict[str, tuple[CodeEntry, int, str]] = {}
         self._guess_exc: list[tuple[Any, int, str, bool]] = []
@@ -318,6 +322,7 @@ class Diagnoser:
             ("failure", None, None, None)
         ]
         anchors: dict[str, set[int]] = {}
+        by_literal: dict[str, set[int]] = {}
         fallback: list[str] = []
         fallback_ids: set[int] = {0}
         covered: set[int] = set()
@@ -344,8 +349,8 @@ class Diagnoser:
                     return
             for alts in groups:
                 for a in alts:
-                    for v in anchor_variants(a.removeprefix("(?i)"), a.startswith("(?i)")):
-                        anchors.setdefault(v, set()).add(idx)
+                    for v in case_variants(a.removeprefix("(?i)"), a.startswith("(?i)")):
+                        by_literal.setdefault(v, set()).add(idx)
 
         for r in self.rules:
             for p in r.patterns:
@@ -359,7 +364,9 @@ class Diagnoser:
             for c in r.context:
                 add("context", r, c, c.pattern, False, None)
         for word in _FAILURE_ANCHORS:
-            anchors.setdefault(word, set()).add(0)
+            by_literal.setdefault(word, set()).add(0)
+        for lit, anchor in choose_anchors(by_literal).items():
+            anchors.setdefault(anchor, set()).update(by_literal[lit])
         # An anchor found also stands for the anchors that are its prefixes (the trie is greedy).
         keys = sorted(anchors)
         self._anchor_ids = {
@@ -372,9 +379,28 @@ class Diagnoser:
         groups: dict[str, list[str]] = {}
         for k in keys:
             groups.setdefault(k[0], []).append(k[1:])
-        self._gates = [re.compile(re.escape(c) + trie_regex(rest)) for c, rest in groups.items()]
+        gates = [(c, re.compile(re.escape(c) + trie_regex(rest))) for c, rest in groups.items()]
+        # Gates of non-ASCII anchors (Chinese messages) only run on blocks that are not ASCII.
+        self._gates = [rx for c, rx in gates if c.isascii()]
+        self._gates_wide = [rx for c, rx in gates if not c.isascii()]
         self._gates.append(re.compile(_CANN_CODE_GATE))
         self._gates += [re.compile(f, re.M) for f in fallback]
+        # finditer does not report an anchor that starts inside another match of the same gate:
+        # for each anchor, the same-gate anchors that can start inside it, by offset.
+        self._inner: dict[str, list[tuple[int, str, bool]]] = {}
+        for x in keys:
+            inner = []
+            for o in range(1, len(x)):
+                if x[o] != x[0]:
+                    continue  # other start characters are found by their own gate
+                for z in groups.get(x[o], ()):
+                    z = x[o] + z
+                    if x[o:].startswith(z):
+                        inner.append((o, z, True))
+                    elif z.startswith(x[o:]):
+                        inner.append((o, z, False))
+            if inner:
+                self._inner[x] = inner
 
     # --- input ----------------------------------------------------------------------------
 
@@ -395,7 +421,15 @@ class Diagnoser:
         self.lines += len(lines)
         cand: dict[int, set[int]] = {}
         anchor_ids, fallback_ids = self._anchor_ids, self._fallback_ids
-        found = [(m.start(), m.group(0)) for rx in self._gates for m in rx.finditer(text)]
+        found: list[tuple[int, str]] = []
+        inner = self._inner
+        for rx in self._gates if text.isascii() else self._gates + self._gates_wide:
+            for m in rx.finditer(text):
+                start, anchor = m.start(), m.group(0)
+                found.append((start, anchor))
+                for o, z, certain in inner.get(anchor, ()):
+                    if certain or text.startswith(z, start + o):
+                        found.append((start + o, z))
         found.sort()
         line_i, counted = 0, 0
         for start, anchor in found:
@@ -526,8 +560,6 @@ class Diagnoser:
         for e in sorted(specials):
             _k, rule, pat, _pre = entries[e]
             self._match_special(rule, pat, n, level)  # type: ignore[arg-type]
-        if 0 not in ids:
-            return
         exc = _EXC_RE.match(msg)
         failure = (level == "error") or (
             exc is not None and not exc.group("type").endswith("Warning")
@@ -539,7 +571,10 @@ class Diagnoser:
             self._last_exc = (n, exc.group("type"), msg)
             self._exceptions(n, msg, level, exc.group("type"), exc.group("msg") or "")
         if failure or msg.startswith("Traceback") or _HARD_FAIL_RE.search(msg):
+            self._strong_failure = True
             self._failures.append((n, msg, exc.group("type") if exc else None))
+        elif _FAIL_WORDS_RE.search(msg):  # prose: "fails", "failure", "启动失败" (weak evidence)
+            self._failures.append((n, msg, None))
 
     def _hit(self, rule: Rule) -> _Hit:
         hit = self.hits.get(rule.id)
@@ -687,6 +722,7 @@ class Diagnoser:
         fails = list(self._failures)
         if not fails and not self._guess_codes:
             return None
+        strong = self._strong_failure or bool(self._guess_codes)
         scores: dict[str, float] = {}
         support: dict[str, list[tuple[int, str]]] = {}
 
@@ -706,6 +742,8 @@ class Diagnoser:
                         add(rule.id, 1.0, n, msg)
                         break
         settle_default = DEFAULT_SETTLE[None]
+        if not scores and not strong:
+            return None
         if not scores:
             evidence = [m for _n, m, _t in fails[-MAX_EVIDENCE:]]
             return {

@@ -315,37 +315,76 @@ def best_anchor(lit: str, minimum: int = 4, word_start: bool = False) -> str:
     return lit[i : i + 24]
 
 
-def anchor_variants(lit: str, ignore_case: bool) -> set[str]:
-    """The anchor of a literal, in the case variants a case-insensitive pattern meets."""
+def case_variants(lit: str, ignore_case: bool) -> set[str]:
+    """The spellings a case-insensitive literal meets in logs (as written, lower, UPPER, Title)."""
     if not ignore_case:
-        return {best_anchor(lit)}
-    a = best_anchor(lit.lower(), word_start=True)
-    lead = len(a) - len(a.lstrip())
-    cap = a[:lead] + a[lead:].capitalize()
-    return {a, a.upper(), cap, a.title()}
+        return {lit}
+    low = lit.lower()
+    lead = len(low) - len(low.lstrip())
+    return {low, lit.upper(), low[:lead] + low[lead:].capitalize(), low.title()}
+
+
+def choose_anchors(lits: Iterable[str], minimum: int = 3) -> dict[str, str]:
+    """literal -> the suffix of it the prefilter searches for (at most 24 characters).
+
+    Every distinct first character of the anchors costs one pass over the text (a regex with a
+    literal prefix), plus work at each occurrence of that character: a greedy cover picks few,
+    rare start characters (space is frequent but shared by most phrases)."""
+    lits = set(lits)
+    starts: dict[str, dict[str, int]] = {}  # char -> literal -> first usable position
+    for lit in lits:
+        if len(lit) <= minimum:
+            starts.setdefault(lit[0], {})[lit] = 0
+            continue
+        for k in range(len(lit) - minimum + 1):
+            starts.setdefault(lit[k], {}).setdefault(lit, k)
+
+    def cost(ch: str) -> float:
+        # measured: a pass costs about the same for any start character, except a space
+        # (frequent, and its trie is large): about three passes.
+        return 12.0 if ch == " " else 4.0 + _rarity(ch) / 100
+
+    chosen: dict[str, str] = {}
+    todo = set(lits)
+    while todo:
+        ch = max(starts, key=lambda c: (len(todo.intersection(starts[c])) / cost(c), c))
+        for lit in todo.intersection(starts[ch]):
+            k = starts[ch][lit]
+            chosen[lit] = lit[k : k + 24]
+        todo.difference_update(starts.pop(ch))
+    return chosen
+
+
+def _weight(text: str) -> int:
+    """Length for the prefilter: a CJK character counts as two (rare in logs)."""
+    return sum(2 if ord(ch) > 0x2E7F else 1 for ch in text.strip())
 
 
 def requirements(pattern: str, minimum: int = 4) -> list[list[str]] | None:
     """Literal strings found in every match: a list of requirements, each a list of
-    alternatives (one of them occurs in every match). None when the pattern has none."""
+    alternatives (one of them occurs in every match), prefixed ``(?i)`` for case-insensitive
+    patterns. None when the pattern has none."""
     try:
         parsed = _sre_parse.parse(pattern)
     except re.error:
         return None
     ignore_case = bool(parsed.state.flags & re.IGNORECASE)
 
-    def literal_seq(items) -> str | None:
-        items = list(items)
-        if all(str(op) == "LITERAL" for op, _ in items):
-            return "".join(chr(a) for _, a in items)
-        return None
+    def branch_req(branches) -> list[str] | None:
+        alts: list[str] = []
+        for b in branches:
+            r = reqs(list(b))
+            if not r:
+                return None
+            alts.extend(min(r, key=_req_cost_plain))
+        return alts
 
     def reqs(items) -> list[list[str]]:
         out: list[list[str]] = []
         cur: list[str] = []
 
         def flush() -> None:
-            if len("".join(cur).strip()) >= minimum:
+            if _weight("".join(cur)) >= minimum:
                 out.append(["".join(cur)])
             cur.clear()
 
@@ -354,50 +393,45 @@ def requirements(pattern: str, minimum: int = 4) -> list[list[str]] | None:
             if name == "LITERAL":
                 cur.append(chr(arg))
                 continue
-            if name == "SUBPATTERN" and arg[-1] is not None:
+            if name == "SUBPATTERN":
                 inner = list(arg[-1])
-                seq = literal_seq(inner)
-                if seq is not None:
-                    cur.append(seq)
+                if inner and all(str(o) == "LITERAL" for o, _ in inner):
+                    cur.append("".join(chr(a) for _, a in inner))
                     continue
+                flush()
                 if len(inner) == 1 and str(inner[0][0]) == "BRANCH":
-                    alts = [literal_seq(b) for b in inner[0][1][1]]
-                    flush()
-                    if all(a is not None and len(a) >= 3 for a in alts):
-                        out.append([a for a in alts if a is not None])
-                    continue
+                    alts = branch_req(inner[0][1][1])
+                    if alts:
+                        out.append(alts)
+                else:
+                    out.extend(reqs(inner))
+                continue
+            if name == "BRANCH":
+                flush()
+                alts = branch_req(arg[1])
+                if alts:
+                    out.append(alts)
+                continue
             flush()
         flush()
         return out
 
-    items = list(parsed)
-    if len(items) == 1 and str(items[0][0]) == "BRANCH":
-        found: list[str] = []
-        for branch in items[0][1][1]:
-            r = reqs(list(branch))
-            if not r:
-                return None
-            found.extend(min(r, key=_req_cost))
-        result = [found]
-    else:
-        result = reqs(items)
+    result = reqs(list(parsed))
     if not result:
         return None
-    if ignore_case:
-        result = [
-            [v for a in req for v in {a.lower(), a.upper(), a.capitalize()}] for req in result
-        ]
-    return result
+    return [[("(?i)" if ignore_case else "") + a for a in req] for req in result]
+
+
+def _req_cost_plain(req: list[str]) -> int:
+    return sum(1 if " " in a else _rarity(a[0]) + max(0, 8 - len(a)) * 10 for a in req)
 
 
 def _req_cost(req: list[str]) -> int:
-    """Prefilter cost of a requirement: anchors after a space are nearly free, others cost by
-    how common their first character is; short anchors cost more (more false candidates)."""
-    cost = 0
-    for a in req:
-        for v in anchor_variants(a.removeprefix("(?i)"), a[:4] == "(?i)"):
-            cost += 1 if v[0] == " " else _rarity(v[0]) + max(0, 8 - len(v)) * 10
-    return cost
+    """Prefilter cost of a requirement: phrases with a space are cheapest, then by how common
+    the first character is; short literals cost more (more false candidates)."""
+    return _req_cost_plain([a.removeprefix("(?i)") for a in req]) * (
+        3 if any(a.startswith("(?i)") for a in req) else 1
+    )
 
 
 def cheapest_requirements(pattern: str, count: int = 1, minimum: int = 4) -> list[list[str]] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..cli import emit
-from ..diagnose import diagnose_file, render
+from ..diagnose import DEFAULT_MAX_MB, DEFAULT_MAX_SECONDS, diagnose_file, render
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,13 +15,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="-",
         metavar="FILE",
         help="container log, journal or captured start-up output (- or omitted: standard input; "
-        ".gz is decompressed)",
+        "gzip is decompressed)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--max-mb",
+        type=int,
+        default=DEFAULT_MAX_MB,
+        metavar="MB",
+        help=f"stop after this much (decompressed) log text (default {DEFAULT_MAX_MB})",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=DEFAULT_MAX_SECONDS,
+        metavar="S",
+        help=f"stop after this many seconds (default {DEFAULT_MAX_SECONDS:g})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Exit 0 with or without findings (the report is the answer); 2 for unreadable input."""
-    result = diagnose_file(args.file)
+    """Exit 0 with or without findings (the report is the answer); 2 for unreadable input or a
+    log beyond the caps."""
+    result = diagnose_file(args.file, max_mb=args.max_mb, max_seconds=args.max_seconds)
     emit(result, args.json, render)
     return 0
