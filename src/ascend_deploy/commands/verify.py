@@ -91,7 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="BF16 model directory: compare served logprobs with a CPU reference (torch)",
     )
-    parser.add_argument("--precision-tolerance", type=_positive_float, default=0.5, metavar="X")
+    parser.add_argument(
+        "--precision-tolerance",
+        type=_positive_float,
+        default=None,
+        metavar="X",
+        help="largest logprob difference accepted (default: derived from BF16 per prompt; the "
+        "KL tolerance is then X^2/2)",
+    )
     parser.add_argument("--report", metavar="DIR", help="write verify.json and verify.md here")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
