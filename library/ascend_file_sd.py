@@ -1,0 +1,109 @@
+#!/usr/bin/python
+"""Ansible module: the fleet's Prometheus file_sd targets file (controller side)."""
+
+# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ascend_file_sd
+short_description: Write a Prometheus file_sd targets file with one target per vLLM replica
+description:
+  - Thin wrapper over C(ascend_deploy.file_sd). Runs on the controller (C(delegate_to: localhost),
+    C(run_once)); deploy.yml's last play calls it (playbooks/tasks/prometheus_targets.yml).
+  - Writes a JSON list of C({targets, labels}) groups as Prometheus' C(file_sd_configs) reads it,
+    one group per replica labelled C(host), C(npu), C(model), C(service), C(replica).
+  - The groups of C(hosts) are replaced by those built from C(replicas); groups of other hosts
+    are kept, except hosts not in C(fleet) (when given), which are dropped.
+  - The file is replaced atomically; an unchanged file is not rewritten. Check mode writes nothing
+    and reports whether the file would change.
+options:
+  path:
+    description: The targets file (C(.json)); its directory is created.
+    type: path
+    required: true
+  replicas:
+    description:
+      - One dict per replica with C(host), C(address), C(port), C(npus), C(model), C(service),
+        C(replica).
+    type: list
+    elements: dict
+    default: []
+  hosts:
+    description: Inventory hosts whose groups this call replaces (hosts deployed by this run).
+    type: list
+    elements: str
+    default: []
+  fleet:
+    description: Every host of the fleet; groups of other hosts are dropped. Omit to keep them.
+    type: list
+    elements: str
+  labels:
+    description: Labels added to every group (they cannot replace the replica's own).
+    type: dict
+    default: {}
+author: ascend-deploy
+"""
+
+EXAMPLES = r"""
+- name: Prometheus targets of the fleet
+  ascend_file_sd:
+    path: /etc/prometheus/file_sd/ascend-vllm.json
+    replicas:
+      - {host: npu-01, address: 10.0.0.11, port: 8000, npus: [0], model: qwen3-4b,
+         service: qwen3, replica: qwen3-0}
+    hosts: [npu-01]
+    fleet: "{{ groups['ascend_llm'] }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+path:
+  description: The targets file.
+  returned: always
+  type: str
+groups:
+  description: The target groups now in the file (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: dict
+targets:
+  description: Number of targets in the file.
+  returned: always
+  type: int
+"""
+
+from ansible.module_utils.ascend_deploy import file_sd
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "required": True},
+            "replicas": {"type": "list", "elements": "dict", "default": []},
+            "hosts": {"type": "list", "elements": "str", "default": []},
+            "fleet": {"type": "list", "elements": "str"},
+            "labels": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        changed, groups = file_sd.update(
+            p["path"], p["replicas"], p["hosts"], p["fleet"], p["labels"], module.check_mode
+        )
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(
+        changed=changed,
+        path=p["path"],
+        groups=groups,
+        targets=sum(len(g["targets"]) for g in groups),
+    )
+
+
+if __name__ == "__main__":
+    main()
