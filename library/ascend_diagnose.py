@@ -42,7 +42,9 @@ EXAMPLES = r"""
 RETURN = r"""
 findings:
   description: >-
-    List of {pitfall, rule, title, evidence, fix, explanation, variable}, root cause first.
+    List of {pitfall, rule, title, evidence, fix, explanation, variable, guess}, root cause first.
+    When no rule matched a failed log, the only entry is a guess (guess true, confidence,
+    settle: the commands that confirm it).
   returned: always
   type: list
 last_errors:
@@ -53,13 +55,21 @@ missing:
   description: Paths that did not exist.
   returned: always
   type: list
+unreadable:
+  description: Paths that could not be diagnosed ({path, reason}), e.g. binary or truncated files.
+  returned: always
+  type: list
 """
 
-import gzip
 import json
 import os
 
-from ansible.module_utils.ascend_deploy.diagnose import Diagnoser, iter_lines, parse_rules
+from ansible.module_utils.ascend_deploy.diagnose import (
+    Diagnoser,
+    diagnose_stream,
+    open_log,
+    parse_rules,
+)
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
 
@@ -78,23 +88,23 @@ def main() -> None:
         diagnoser = Diagnoser(parse_rules(p["rules"], "rules"))
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
-    missing, read = [], []
+    missing, read, unreadable = [], [], []
     for path in p["paths"]:
         if not os.path.isfile(path):
             missing.append(path)
             continue
         try:
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rb") as fh:
-                for line in iter_lines(fh):
-                    diagnoser.feed(line)
-        except (OSError, EOFError) as exc:
-            module.fail_json(msg=f"{path}: cannot read the log ({exc})")
+            with open_log(path) as fh:
+                diagnose_stream(diagnoser, fh, path)
+        except AscendDeployError as exc:  # binary, truncated or beyond the caps: say so, go on
+            unreadable.append({"path": path, "reason": str(exc)})
+            continue
         read.append(path)
     result = diagnoser.result()
     result.setdefault("last_errors", [])
     result["sources"] = read
     result["missing"] = missing
+    result["unreadable"] = unreadable
     changed = False
     if p["dest"] and not module.check_mode:
         try:

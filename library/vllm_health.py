@@ -12,9 +12,11 @@ description:
   - Polls C(http://<host>:<port>/health) of every replica until all answer 200 or C(timeout)
     passes. A replica whose container exits is reported at once (no waiting for the timeout),
     with the last C(log_lines) lines of C(docker logs) and the failure C(cause).
-  - C(cause) is C(graph_capture) when the log carries an ACL graph-capture signature
-    (pitfall 4; signatures from vllm-ascend FAQ 13/17 and acl_graph.py, see
-    shared/reference/error-signatures.md), else C(exited), C(timeout) or C(unreachable).
+  - A failed replica's log (the last C(diagnose_lines) lines) is classified by the diagnosis
+    engine of C(ascend-deploy diagnose) with the rules in C(rules): C(diagnosis) is its best
+    finding (class, evidence, fix; a guess is marked). C(cause) is C(graph_capture) when that
+    finding is an ACL graph-capture failure (pitfall 4, not a guess), else C(exited),
+    C(missing) or C(timeout).
   - Read-only; never fails by itself (the role decides between fallback and rollback).
     Runs in check mode as a probe.
 options:
@@ -47,6 +49,15 @@ options:
     description: docker CLI used for container state and logs (empty = do not inspect containers).
     type: str
     default: docker
+  rules:
+    description: >-
+      Content of C(diagnose_rules.json) (the role reads it on the controller); without it failures
+      are not classified.
+    type: dict
+  diagnose_lines:
+    description: Log lines of a failed replica given to the diagnosis.
+    type: int
+    default: 3000
 author: ascend-deploy
 """
 
@@ -69,7 +80,9 @@ ready:
   type: list
   elements: str
 failures:
-  description: One entry per failed replica (name, port, cause, state, exit_code, logs).
+  description: >-
+    One entry per failed replica (name, port, cause, state, exit_code, logs, diagnosis: the best
+    finding of ascend-deploy diagnose or null).
   returned: always
   type: list
   elements: dict
@@ -77,29 +90,25 @@ cause:
   description: C(graph_capture) if any failed replica shows it, else the first failure's cause.
   returned: when not healthy
   type: str
+diagnosis:
+  description: The diagnosis of that failure (pitfall, rule, title, evidence, fix, variable, guess).
+  returned: when not healthy
+  type: dict
 seconds:
   description: Time spent waiting.
   returned: always
   type: float
 """
 
-import re
 import shutil
 import subprocess
 import time
 import urllib.error
 import urllib.request
 
+from ansible.module_utils.ascend_deploy.diagnose import Diagnoser, parse_rules
+from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
-
-# ACL graph-capture failures (pitfall 4): AclmdlRICaptureBegin/End errors, error codes 507903 and
-# 207xxx, rtStreamEndCapture and the stream-resource messages vllm_ascend/compilation/acl_graph.py
-# looks for. Source: shared/reference/error-signatures.md "Pitfall 4".
-GRAPH_CAPTURE = re.compile(
-    r"AclmdlRICapture(?:Begin|End)|rtStreamEndCapture|capture_(?:begin|end):.*error code is"
-    r"|insufficient_stream_resources|stream resources are insufficient|error code is 507903",
-    re.I,
-)
 
 
 def probe(url: str) -> int | None:
@@ -140,10 +149,20 @@ def container_logs(docker: str, name: str, lines: int) -> str:
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return (out.stdout + out.stderr)[-20000:]
+    return (out.stdout + out.stderr)[-4_000_000:]
 
 
-def wait(p: dict) -> dict:
+def classify(rules, logs: str) -> dict | None:
+    """The best finding of the diagnosis engine for a replica's log, or None."""
+    if rules is None or not logs:
+        return None
+    d = Diagnoser(rules)
+    d.feed_text(logs)
+    findings = d.result()["findings"]
+    return findings[0] if findings else None
+
+
+def wait(p: dict, rules=None) -> dict:
     docker = shutil.which(p["docker"]) if p["docker"] else None
     pending = {r["name"]: int(r["port"]) for r in p["replicas"]}
     ready: list[str] = []
@@ -168,9 +187,11 @@ def wait(p: dict) -> dict:
         state, code = container_state(docker, name) if docker else ("unknown", None)
         failed.append({"name": name, "port": port, "state": state, "exit_code": code})
     for entry in failed:
-        logs = container_logs(docker, entry["name"], p["log_lines"]) if docker else ""
+        lines = max(p["log_lines"], p["diagnose_lines"])
+        logs = container_logs(docker, entry["name"], lines) if docker else ""
         entry["logs"] = logs.splitlines()[-p["log_lines"] :]
-        if GRAPH_CAPTURE.search(logs):
+        entry["diagnosis"] = found = classify(rules, logs)
+        if found and found["pitfall"] == 4 and not found["guess"]:
             entry["cause"] = "graph_capture"
         elif entry["state"] in ("exited", "dead", "restarting"):
             entry["cause"] = "exited"
@@ -186,7 +207,9 @@ def wait(p: dict) -> dict:
     }
     if failed:
         causes = [f["cause"] for f in failed]
-        result["cause"] = "graph_capture" if "graph_capture" in causes else causes[0]
+        first = causes.index("graph_capture") if "graph_capture" in causes else 0
+        result["cause"] = causes[first]
+        result["diagnosis"] = failed[first]["diagnosis"]
     return result
 
 
@@ -200,13 +223,21 @@ def main() -> None:
             "interval": {"type": "float", "default": 2.0},
             "log_lines": {"type": "int", "default": 40},
             "docker": {"type": "str", "default": "docker"},
+            "rules": {"type": "dict"},
+            "diagnose_lines": {"type": "int", "default": 3000},
         },
         supports_check_mode=True,
     )
     for replica in module.params["replicas"]:
         if "name" not in replica or "port" not in replica:
             module.fail_json(msg=f"vllm_health: replica {replica!r} needs 'name' and 'port'")
-    module.exit_json(changed=False, **wait(module.params))
+    rules = None
+    if module.params["rules"] is not None:
+        try:
+            rules = parse_rules(module.params["rules"], "rules")
+        except AscendDeployError as exc:
+            module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **wait(module.params, rules))
 
 
 if __name__ == "__main__":

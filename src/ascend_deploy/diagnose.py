@@ -93,7 +93,9 @@ _COMPOSE_RE = re.compile(r"^[\w.-]+\s+\| ")
 # "(ActorHybridWorker pid=1341, ip=172.16.6.36) ", "[rank0]: ", "[rank0]:[E324 ...] ".
 _PROC_RE = re.compile(r"^(?:\((?:[A-Za-z_][\w-]*)(?:,? [\w-]+=[^()\s,]*)*\)\s*|\[rank\d+\]:\s?)")
 # glog (torch C++): "[E324 19:10:36.123456 12345 ProcessGroupHCCL.cpp:123] ".
-_GLOG_RE = re.compile(r"^\[?(?P<g>[IWEF])\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? [\w.-]+:\d+\]\s*")
+_GLOG_RE = re.compile(
+    r"^\[?(?P<g>[IWEF])\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? [\w.-]+:\d+\]\s*"
+)
 # CANN plog: "[ERROR] RUNTIME(1234,python):2025-03-26-17:01:02.816.428 [stream.cc:12]1234 ".
 _PLOG_RE = re.compile(
     r"^\[(?P<p>ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\]\s+[A-Z][\w-]*\(\d+,[^)]*\):"
