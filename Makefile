@@ -4,10 +4,18 @@ BIN := $(VENV)/bin
 # molecule and ansible-lint call ansible-* tools by name
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv lint unit images test demo demo-down bench clean
+.PHONY: setup venv lint unit images test demo demo-down bench clean
+
+# The machine's set-up, first step of demo, test, images, bench and molecule-*: as root it
+# installs what is missing (apt: python3-venv, docker.io, debootstrap) and starts dockerd when no
+# Docker engine answers; otherwise it stops at once naming the cause and the command to run.
+SETUP := sh docker/ci-setup.sh
+setup:
+	@$(SETUP) --no-images
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
+	@$(SETUP) --python
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	# CPU build of torch (on this project's machines it comes from local disk); only the
@@ -25,21 +33,22 @@ lint: venv
 unit: venv
 	$(BIN)/pytest -q -m "not docker and not molecule" tests
 
-images: venv
+images: setup venv
 	docker/build-images.sh
 
 # The whole suite: lint, unit, Docker integration and every molecule scenario.
-test: lint images
+test: setup lint images
 	$(BIN)/pytest -q tests
 
-molecule-%: venv images
+molecule-%: setup venv images
 	$(BIN)/molecule -c molecule/_shared/base.yml test -s $*
 
 # Quick start: one simulated 8 x 910B3 host, the tiny FP8 model staged on the controller,
-# then the real playbook against the host; deploy.yml ends with the deployment summary.
-demo: venv images
+# then the real playbook against the host; deploy.yml ends with the deployment summary and the
+# Prometheus targets (one per replica: ports 8000-8007 are published on 127.0.0.1).
+demo: setup venv images
 	$(BIN)/python -m ascend_sim.fleet up --name-prefix demo --preset a2-910b3-8x64g \
-		--group ascend_llm --inventory inventory/sim/hosts.yml
+		--ports 8000-8007 --group ascend_llm --inventory inventory/sim/hosts.yml
 	$(BIN)/ansible-playbook playbooks/sim_model.yml
 	$(BIN)/ansible-playbook deploy.yml
 	@$(BIN)/python tools/demo_usage.py
@@ -47,7 +56,7 @@ demo: venv images
 demo-down: venv
 	$(BIN)/python -m ascend_sim.fleet down --name-prefix demo --inventory inventory/sim/hosts.yml
 
-bench: venv images
+bench: setup venv images
 	$(BIN)/python benchmarks/bench_convert.py --layers 4
 	$(BIN)/python benchmarks/bench_deploy.py
 

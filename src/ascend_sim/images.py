@@ -397,6 +397,21 @@ def docker(*args: str, input_bytes: bytes | None = None, timeout: float | None =
     return proc.stdout.decode(errors="replace")
 
 
+def check_engine() -> None:
+    """Stop at once, naming the cause, when no Docker engine answers (not later, as a failed
+    pull followed by a missing debootstrap)."""
+    try:
+        docker("info", "--format", "{{.ServerVersion}}", timeout=30)
+    except ImageError as exc:
+        cause = str(exc).removeprefix("docker info --format failed: ")
+        where = os.environ.get("DOCKER_HOST") or "the local socket"
+        raise ImageError(
+            f"no Docker engine answers at {where} ({cause}); as root, "
+            "`sh docker/ci-setup.sh --no-images` installs and starts one (make demo and "
+            "make test run it first), or start your engine / fix DOCKER_HOST"
+        ) from exc
+
+
 def image_id(ref: str) -> str | None:
     """The local image id of ``ref``, or None when it is not present."""
     try:
@@ -631,6 +646,7 @@ def build_all(
                 specs.remove(spec)
                 continue
         context_files(spec.dockerfile, repo)
+    check_engine()
     resolved = ensure_base(base, rootfs)
     return [build(spec, resolved, force, repo) for spec in specs]
 
@@ -694,6 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         continue
                 print(f"{spec.primary:40} {plan(spec, base)[2]}")
         else:
+            check_engine()
             print(ensure_base(None, args.rootfs))
     except ImageError as exc:
         print(f"images: error: {exc}", file=sys.stderr)

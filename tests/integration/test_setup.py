@@ -1,0 +1,176 @@
+"""The README's two commands set the machine up, or stop at once naming the cause and the fix.
+
+`make demo` and `make test` run docker/ci-setup.sh first. These tests run them for real in the
+situations a fresh machine has: no Docker engine answering (DOCKER_HOST at a dead socket), no
+docker binary at all (a PATH without it, as a non-root user), an engine that refuses the user;
+and, as root, the set-up starting a Docker engine itself (a second dockerd of its own, on its own
+socket and data root, stopped afterwards; the machine's engine is never touched).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+SETUP = REPO / "docker" / "ci-setup.sh"
+NOBODY = 65534
+IS_ROOT = os.geteuid() == 0
+# A python3 with venv and ensurepip that a non-root user can run.
+SYSTEM_PYTHON = "/usr/bin/python3"
+SETPRIV = shutil.which("setpriv")
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 60, user: int | None = None):
+    if user is not None:
+        cmd = [SETPRIV or "setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+    t0 = time.monotonic()
+    done = subprocess.run(
+        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - t0
+
+
+def dead_socket(tmp_path: Path) -> str:
+    return f"unix://{tmp_path}/no-engine.sock"
+
+
+def test_readme_commands_start_with_the_setup_and_ci_runs_make_test():
+    readme = (REPO / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^\s+make demo\b", quick, re.M) and re.search(r"^\s+make test\b", quick, re.M)
+    ci = [line.strip() for line in (REPO / ".ci/run").read_text().splitlines()]
+    assert [line for line in ci if line.startswith("make ")][-1] == "make test"
+    for target in ("demo", "test"):
+        dry = subprocess.run(
+            ["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        assert dry[0] == "sh docker/ci-setup.sh --no-images", (target, dry[:3])
+
+
+@pytest.mark.parametrize("target", ["demo", "test"])
+def test_make_stops_at_once_when_no_engine_answers(tmp_path, target):
+    env = {**os.environ, "DOCKER_HOST": dead_socket(tmp_path)}
+    rc, out, seconds = run(["make", target], env)
+    assert rc != 0 and seconds < 15, out[-2000:]
+    assert f"no Docker engine answers at DOCKER_HOST={dead_socket(tmp_path)}" in out
+    assert "Cannot connect to the Docker daemon" in out
+    assert "unset DOCKER_HOST" in out
+    assert "debootstrap" not in out and "ruff" not in out  # stopped before anything else
+
+
+def test_image_build_names_the_engine_not_debootstrap(tmp_path):
+    env = {**os.environ, "DOCKER_HOST": dead_socket(tmp_path)}
+    rc, out, seconds = run([str(REPO / "docker/build-images.sh")], env)
+    assert rc == 1 and seconds < 15, out
+    assert f"images: error: no Docker engine answers at {dead_socket(tmp_path)}" in out
+    assert "ci-setup.sh --no-images" in out and "debootstrap" not in out
+
+
+@pytest.fixture
+def open_tmp():
+    """A directory any user can read (pytest's tmp_path is under a 0700 directory)."""
+    path = Path(tempfile.mkdtemp(prefix="setup-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def tool_dir(tmp_path: Path, tools: list[str]) -> Path:
+    """A PATH with just these tools (and no docker)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        found = SYSTEM_PYTHON if tool == "python3" else shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    return bin_dir
+
+
+needs_nobody = pytest.mark.skipif(
+    not IS_ROOT or not SETPRIV or not os.access(SYSTEM_PYTHON, os.X_OK),
+    reason="needs root (to run as nobody), setpriv and /usr/bin/python3",
+)
+
+
+@needs_nobody
+def test_non_root_without_docker_is_told_the_command(open_tmp):
+    bin_dir = tool_dir(open_tmp, ["make", "sh", "python3", "id", "dirname", "grep", "tail"])
+    env = {"PATH": str(bin_dir), "HOME": str(open_tmp), "LANG": "C"}
+    rc, out, seconds = run(["make", "demo"], env, user=NOBODY)
+    assert rc != 0 and seconds < 15, out
+    assert "setup: error: missing: docker.io. Run as root: " in out
+    assert f"'sh {REPO}/docker/ci-setup.sh --no-images'" in out
+    assert "apt-get install docker.io debootstrap debian-archive-keyring" in out
+
+
+@needs_nobody
+def test_non_root_refused_by_the_engine_is_told_the_docker_group(tmp_path):
+    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("the machine's Docker engine does not answer")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("DOCKER_HOST", None)
+    rc, out, _ = run(["sh", str(SETUP), "--no-images"], env, user=NOBODY)
+    if rc == 0:
+        pytest.skip("the Docker socket is open to every user here")
+    assert "setup: error: the Docker engine refuses this user (permission denied" in out
+    assert "usermod -aG docker nobody" in out
+
+
+@pytest.mark.skipif(not IS_ROOT or not shutil.which("dockerd"), reason="needs root and dockerd")
+def test_setup_starts_an_engine_when_none_answers():
+    # Short paths: dockerd's and containerd's unix sockets live under these directories.
+    base = Path(tempfile.mkdtemp(prefix="ds-", dir="/tmp"))
+    sock = f"unix://{base}/d.sock"
+    env = {
+        **os.environ,
+        "DOCKER_HOST": sock,
+        "DOCKERD_LOG": str(base / "dockerd.log"),
+        "DOCKERD_WAIT_S": "60",
+        # Its own data and state, no bridge, no iptables rules: nothing shared with the
+        # machine's engine.
+        "DOCKERD_ARGS": f"--data-root {base}/data --exec-root {base}/x --pidfile {base}/d.pid"
+        " --bridge none --iptables=false --ip6tables=false",
+    }
+    try:
+        rc, out, seconds = run(["sh", str(SETUP), "--no-images"], env, timeout=120)
+        assert rc == 0 and seconds < 60, out
+        assert "no Docker engine answers (Cannot connect to the Docker daemon" in out
+        assert re.search(r"the Docker engine answers after \d+ s", out), out
+        info = subprocess.run(
+            ["docker", "info", "--format", "{{json .DockerRootDir}}"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert json.loads(info.stdout) == f"{base}/data"
+        # Run again: the engine answers, nothing is started.
+        rc, again, _ = run(["sh", str(SETUP), "--no-images"], env)
+        assert rc == 0 and "starting dockerd" not in again, again
+    finally:
+        pid_file = base / "dockerd.log.pid"
+        if pid_file.exists():
+            stop(int(pid_file.read_text()))
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def stop(pid: int) -> None:
+    """End the dockerd this test started (SIGTERM, then SIGKILL after 20 s)."""
+    for sig, wait_s in ((15, 20.0), (9, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
