@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_file_sd
 short_description: Write a Prometheus file_sd targets file with one target per vLLM replica
 description:
-  - Thin wrapper over C(ascend_deploy.file_sd). Runs on the controller (C(delegate_to: localhost),
+  - Thin wrapper over C(ascend_deploy.file_sd). Runs on the controller (C(delegate_to=localhost),
     C(run_once)); deploy.yml's last play calls it (playbooks/tasks/prometheus_targets.yml).
   - Writes a JSON list of C({targets, labels}) groups as Prometheus' C(file_sd_configs) reads it,
     one group per replica labelled C(host), C(npu), C(model), C(service), C(replica).
