@@ -9,6 +9,8 @@ Prometheus' file_sd reads it (a JSON list of {targets, labels}).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,12 @@ def test_a_corrupt_targets_file_stops_with_the_fix(tmp_path):
     rc, out = deploy(tmp_path, {"npu-a": host("m", [[0]])}, ["npu-a"])
     assert rc != 0
     assert "ascend-vllm.json is not JSON" in out and "remove it and re-run" in out
+
+
+def test_module_documentation_parses():
+    done = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK.with_name("ansible-doc")), "-M", "library", "ascend_file_sd"],
+        cwd=REPO, env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "file_sd_configs" in done.stdout, done.stderr[-2000:]
