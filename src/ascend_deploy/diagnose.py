@@ -45,6 +45,7 @@ from .diagnose_rules import (
     choose_anchors,
     load_rules,
     parse_rules,
+    requirements,
     strip_groups,
     trie_regex,
     value_trigger,
@@ -186,6 +187,23 @@ DEFAULT_SETTLE: dict[int | None, tuple[str, ...]] = {
 }
 
 
+def _wrap_proof(reqs: list[list[str]] | None) -> list[list[str]] | None:
+    """Anchors of a windowed pattern: up to three long words of its literals, each on its own
+    (a wrap inside one word leaves the others whole); the literals when they have no long word."""
+    if not reqs:
+        return reqs
+    words: dict[str, None] = {}
+    for req in reqs:
+        if len(req) != 1:
+            continue
+        lit = req[0]
+        flag = "(?i)" if lit.startswith("(?i)") else ""
+        for w in re.findall(r"[^\W_]{5,}", lit.removeprefix("(?i)")):
+            words[flag + w] = None
+    best = sorted(words, key=len, reverse=True)[:3]
+    return [[w] for w in best] if best else reqs
+
+
 def _scoped(pattern: str) -> str:
     """A leading global flag group ``(?i)`` turned into a scoped one, for joining patterns."""
     m = re.match(r"^\(\?([aiLmsux]+)\)", pattern)
@@ -323,6 +341,7 @@ class Diagnoser:
         self._entries: list[tuple[str, Rule | None, Any, re.Pattern[str] | None]] = [
             ("failure", None, None, None)
         ]
+        self._must: dict[int, tuple[bool, tuple[tuple[str, ...], ...]]] = {}
         anchors: dict[str, set[int]] = {}
         by_literal: dict[str, set[int]] = {}
         fallback: list[str] = []
@@ -337,10 +356,15 @@ class Diagnoser:
                 pre = re.compile(_scoped(strip_groups(trig or src)))
             idx = len(self._entries)
             self._entries.append((kind, rule, obj, pre))
-            # A wrapped message may break one literal: windowed patterns keep two.
-            groups = cheapest_requirements(src, 2 if window else 1) or cheapest_requirements(
-                src, 2 if window else 1, minimum=3
-            )
+            # Literals the raw line must hold before the regex is tried (cheap `in` tests).
+            must = requirements(src) if pre is not None else None
+            if must:
+                ci = any(a.startswith("(?i)") for req in must for a in req)
+                lits = [tuple(a.removeprefix("(?i)").lower() if ci else a for a in r) for r in must]
+                self._must[idx] = (ci, tuple(lits))
+            groups = cheapest_requirements(src) or cheapest_requirements(src, minimum=3)
+            if window:
+                groups = _wrap_proof(requirements(src) or groups)
             if not groups:
                 fallback.append(_scoped(strip_groups(src.lstrip("^"))))
                 fallback_ids.add(idx)
@@ -450,18 +474,24 @@ class Diagnoser:
                 need[i] = frozenset()
             self._forward = max(0, self._forward - len(lines))
         back = False
-        entries = self._entries
+        entries, musts = self._entries, self._must
         for i, ids in cand.items():
             if 0 not in ids:
                 raw = lines[i]
-                keep = False
-                widen = False
-                for e in ids:
-                    kind, _r, _o, pre = entries[e]
-                    if kind == "special":
-                        keep = widen = True
-                    elif pre is None or pre.search(raw):
+                low = None
+                keep = widen = any(entries[e][0] == "special" for e in ids)
+                for e in () if widen else ids:
+                    _kind, _r, _o, pre = entries[e]
+                    must = musts.get(e)
+                    if must is not None:
+                        if must[0] and low is None:
+                            low = raw.lower()
+                        hay = low if must[0] else raw
+                        if not all(any(a in hay for a in alts) for alts in must[1]):
+                            continue
+                    if pre is None or pre.search(raw):
                         keep = True
+                        break
                 if not keep:
                     continue
             else:

@@ -324,7 +324,7 @@ def case_variants(lit: str, ignore_case: bool) -> set[str]:
     return {low, lit.upper(), low[:lead] + low[lead:].capitalize(), low.title()}
 
 
-def choose_anchors(lits: Iterable[str], minimum: int = 3) -> dict[str, str]:
+def choose_anchors(lits: Iterable[str], minimum: int = 4) -> dict[str, str]:
     """literal -> the suffix of it the prefilter searches for (at most 24 characters).
 
     Every distinct first character of the anchors costs one pass over the text (a regex with a
@@ -393,6 +393,9 @@ def requirements(pattern: str, minimum: int = 4) -> list[list[str]] | None:
             if name == "LITERAL":
                 cur.append(chr(arg))
                 continue
+            if name == "SUBPATTERN" and arg[1] & re.IGNORECASE:
+                flush()  # a local (?i:...) group: its literals may come in any case
+                continue
             if name == "SUBPATTERN":
                 inner = list(arg[-1])
                 if inner and all(str(o) == "LITERAL" for o, _ in inner):
@@ -423,6 +426,8 @@ def requirements(pattern: str, minimum: int = 4) -> list[list[str]] | None:
 
 
 def _req_cost_plain(req: list[str]) -> int:
+    if all(not a.isascii() for a in req):
+        return 0  # searched only in blocks that are not ASCII (Chinese messages)
     return sum(1 if " " in a else _rarity(a[0]) + max(0, 8 - len(a)) * 10 for a in req)
 
 
