@@ -3,8 +3,9 @@
 `make demo` and `make test` run docker/ci-setup.sh first. These tests run them for real in the
 situations a fresh machine has: no Docker engine answering (DOCKER_HOST at a dead socket), no
 docker binary at all (a PATH without it, as a non-root user), an engine that refuses the user;
-and, as root, the set-up starting a Docker engine itself (a second dockerd of its own, on its own
-socket and data root, stopped afterwards; the machine's engine is never touched).
+and, as root, the set-up starting a Docker engine itself (a second dockerd of its own, in its own
+network namespace, on its own socket and data root, stopped afterwards; the machine's engine and
+interfaces are never touched).
 """
 
 from __future__ import annotations
@@ -125,23 +126,38 @@ def test_non_root_refused_by_the_engine_is_told_the_docker_group(tmp_path):
     assert "usermod -aG docker nobody" in out
 
 
-@pytest.mark.skipif(not IS_ROOT or not shutil.which("dockerd"), reason="needs root and dockerd")
+def can_unshare_net() -> bool:
+    return bool(shutil.which("unshare")) and (
+        subprocess.run(["unshare", "--net", "true"], capture_output=True, check=False).returncode
+        == 0
+    )
+
+
+@pytest.mark.skipif(
+    not IS_ROOT or not shutil.which("dockerd") or not can_unshare_net(),
+    reason="needs root, dockerd and unshare --net",
+)
 def test_setup_starts_an_engine_when_none_answers():
-    # Short paths: dockerd's and containerd's unix sockets live under these directories.
+    # The engine it starts runs in a network namespace of its own (unshare --net): dockerd with
+    # --bridge none deletes the docker0 interface of its namespace, which must never be the
+    # machine's. Own data root, exec root, pid file and config; short paths, since dockerd's and
+    # containerd's unix sockets live under them.
     base = Path(tempfile.mkdtemp(prefix="ds-", dir="/tmp"))
+    (base / "daemon.json").write_text("{}")
+    bridges_before = bridges()
     sock = f"unix://{base}/d.sock"
     env = {
         **os.environ,
         "DOCKER_HOST": sock,
         "DOCKERD_LOG": str(base / "dockerd.log"),
         "DOCKERD_WAIT_S": "60",
-        # Its own data and state, no bridge, no iptables rules: nothing shared with the
-        # machine's engine.
-        "DOCKERD_ARGS": f"--data-root {base}/data --exec-root {base}/x --pidfile {base}/d.pid"
-        " --bridge none --iptables=false --ip6tables=false",
+        "DOCKERD_ARGS": f"--config-file {base}/daemon.json --data-root {base}/data"
+        f" --exec-root {base}/x --pidfile {base}/d.pid --bridge none --iptables=false"
+        " --ip6tables=false",
     }
     try:
-        rc, out, seconds = run(["sh", str(SETUP), "--no-images"], env, timeout=120)
+        cmd = ["unshare", "--net", "sh", str(SETUP), "--no-images"]
+        rc, out, seconds = run(cmd, env, timeout=120)
         assert rc == 0 and seconds < 60, out
         assert "no Docker engine answers (Cannot connect to the Docker daemon" in out
         assert re.search(r"the Docker engine answers after \d+ s", out), out
@@ -158,6 +174,12 @@ def test_setup_starts_an_engine_when_none_answers():
         if pid_file.exists():
             stop(int(pid_file.read_text()))
         shutil.rmtree(base, ignore_errors=True)
+    # The machine's bridges (docker0 among them) are all still there.
+    assert bridges_before <= bridges()
+
+
+def bridges() -> set[str]:
+    return {n for n in os.listdir("/sys/class/net") if os.path.isdir(f"/sys/class/net/{n}/bridge")}
 
 
 def stop(pid: int) -> None:
