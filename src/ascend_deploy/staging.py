@@ -19,8 +19,11 @@ OLD_TAG = ".replaced-"
 
 
 def human(n: int) -> str:
-    """``8,044,936,192 bytes (7.49 GiB)``."""
-    return f"{n:,} bytes ({n / 2**30:.2f} GiB)"
+    """``8,044,936,192 bytes (7.49 GiB)``, ``631,574 bytes (616.8 KiB)``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n:,} bytes ({n / size:.{2 if unit == 'GiB' else 1}f} {unit})"
+    return f"{n:,} bytes"
 
 
 def staging_dir(target: str) -> str:

@@ -52,7 +52,7 @@ def test_space_check_names_both_figures_before_any_copy(tmp_path):
         staging.check_space(str(target), need, replaced=123)
     msg = str(err.value)
     assert f"needs {need:,} bytes" in msg
-    assert re.search(r", [\d,]+ bytes \([\d.]+ GiB\) free on the filesystem of /", msg), msg
+    assert re.search(r", [\d,]+ bytes \([\d.]+ [GMK]iB\) free on the filesystem of /", msg), msg
     assert "Fix: free at least" in msg and "model_weights_root" in msg
     assert not (tmp_path / "models").exists()  # read-only
 
@@ -62,7 +62,7 @@ def test_full_disk_redeploy_leaves_the_previous_model_and_no_partial_files(small
     before = {p.name: p.read_bytes() for p in old.iterdir()}
     new = model(small_fs.parent, "new-qwen3", 900_000, b"n")
     # The check refuses first, with the figures of this filesystem.
-    with pytest.raises(CheckFailed, match=r"needs 900,\d+ bytes .*, \d[\d,]* bytes \(.*\) free"):
+    with pytest.raises(CheckFailed, match=r"needs 900,\d+ bytes \(87\d\.\d KiB\), [\d,]+ bytes \(.*\) free"):
         staging.check_space(str(old), staging.dir_bytes(str(new)), staging.dir_bytes(str(old)))
     # Had the copy run anyway (another writer filled the disk), it fails in the staging
     # directory; discarding it leaves the previous model exactly as it was.
