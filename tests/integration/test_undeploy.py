@@ -96,7 +96,8 @@ def containers() -> dict[str, str]:
 
 
 def pid_of(pattern: str) -> int | None:
-    out = on_host(f"pgrep -f '{pattern}'", check=False)
+    # pgrep run directly (not through sh, whose command line would hold the pattern too)
+    out = sh("docker", "exec", HOST, "pgrep", "-f", pattern, check=False).stdout
     pids = [int(p) for p in out.split()]
     return pids[0] if pids else None
 
