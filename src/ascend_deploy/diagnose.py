@@ -40,7 +40,6 @@ from .diagnose_rules import (
     Pattern,
     Rule,
     RuleSet,
-    case_variants,
     cheapest_requirements,
     choose_anchors,
     load_rules,
@@ -291,11 +290,91 @@ def _json_unescape(text: str) -> str:
         return text
 
 
+class _GateSet:
+    """Prefilter for one set of literals: one regex per start character of their anchors (each
+    has a literal prefix, which `re` searches at memchr speed; one alternation of everything is
+    several times slower). ``lower``: the literals are lower case and searched in the lower-cased
+    block (case-insensitive patterns). Gates of non-ASCII anchors (Chinese messages) run only on
+    blocks that are not ASCII."""
+
+    def __init__(
+        self,
+        by_literal: dict[str, set[int]],
+        fallback_ids: frozenset[int],
+        extra: list[str],
+        lower: bool = False,
+    ):
+        anchors: dict[str, set[int]] = {}
+        for lit, anchor in choose_anchors(by_literal).items():
+            anchors.setdefault(anchor, set()).update(by_literal[lit])
+        # An anchor found also stands for the anchors that are its prefixes (the trie is greedy).
+        keys = sorted(anchors)
+        self.ids = {
+            k: frozenset(i for j in keys if k.startswith(j) for i in anchors[j]) for k in keys
+        }
+        self.fallback_ids = fallback_ids
+        self.lower = lower
+        groups: dict[str, list[str]] = {}
+        for k in keys:
+            groups.setdefault(k[0], []).append(k[1:])
+        gates = [(c, re.compile(re.escape(c) + trie_regex(rest))) for c, rest in groups.items()]
+        self.gates = [rx for c, rx in gates if c.isascii()]
+        self.gates += [re.compile(f, re.M) for f in extra]
+        self.wide = [rx for c, rx in gates if not c.isascii()]
+        # finditer does not report an anchor that starts inside another match of the same gate:
+        # for each anchor, the same-gate anchors that can start inside it, by offset.
+        self.inner: dict[str, list[tuple[int, str, bool]]] = {}
+        for x in keys:
+            inner = []
+            for o in range(1, len(x)):
+                if x[o] != x[0]:
+                    continue  # other start characters are found by their own gate
+                for z in groups.get(x[o], ()):
+                    z = x[o] + z
+                    if x[o:].startswith(z):
+                        inner.append((o, z, True))
+                    elif z.startswith(x[o:]):
+                        inner.append((o, z, False))
+            if inner:
+                self.inner[x] = inner
+
+    def scan(self, text: str, cand: dict[int, set[int]]) -> None:
+        """Add ``line index -> entry ids`` for every anchor found in ``text``."""
+        if not self.gates and not self.wide:
+            return
+        if self.lower:
+            text = text.lower()
+        found: list[tuple[int, str]] = []
+        inner = self.inner
+        for rx in self.gates if text.isascii() else self.gates + self.wide:
+            for m in rx.finditer(text):
+                start, anchor = m.start(), m.group(0)
+                found.append((start, anchor))
+                for o, z, certain in inner.get(anchor, ()):
+                    if certain or text.startswith(z, start + o):
+                        found.append((start + o, z))
+        found.sort()
+        ids_of, fallback = self.ids, self.fallback_ids
+        line_i, counted = 0, 0
+        for start, anchor in found:
+            line_i += text.count("\n", counted, start)
+            counted = start
+            ids = ids_of.get(anchor, fallback)
+            got = cand.get(line_i)
+            if got is None:
+                cand[line_i] = set(ids)
+            else:
+                got.update(ids)
+
+
 class Diagnoser:
     """Feed text with :meth:`feed_text` / :meth:`feed_stream` (or lines with :meth:`feed`);
     :meth:`result` gives the findings."""
 
-    def __init__(self, rules: RuleSet | list[Rule] | None = None):
+    def __init__(self, rules: RuleSet | list[Rule] | None = None, prefilter: bool = True):
+        """``prefilter=False`` looks at every line with every pattern (slow; the reference the
+        tests compare the prefilter with)."""
+        self.prefilter = prefilter
         if rules is None:
             rules = load_rules()
         self.ruleset = rules if isinstance(rules, RuleSet) else RuleSet(tuple(rules))
@@ -342,8 +421,8 @@ class Diagnoser:
             ("failure", None, None, None)
         ]
         self._must: dict[int, tuple[bool, tuple[tuple[str, ...], ...]]] = {}
-        anchors: dict[str, set[int]] = {}
         by_literal: dict[str, set[int]] = {}
+        by_literal_ci: dict[str, set[int]] = {}
         fallback: list[str] = []
         fallback_ids: set[int] = {0}
         covered: set[int] = set()
@@ -375,8 +454,10 @@ class Diagnoser:
                     return
             for alts in groups:
                 for a in alts:
-                    for v in case_variants(a.removeprefix("(?i)"), a.startswith("(?i)")):
-                        by_literal.setdefault(v, set()).add(idx)
+                    if a.startswith("(?i)"):  # searched in the lower-cased block
+                        by_literal_ci.setdefault(a[4:].lower(), set()).add(idx)
+                    else:
+                        by_literal.setdefault(a, set()).add(idx)
 
         for r in self.rules:
             for p in r.patterns:
@@ -391,42 +472,12 @@ class Diagnoser:
                 add("context", r, c, c.pattern, False, None)
         for word in _FAILURE_ANCHORS:
             by_literal.setdefault(word, set()).add(0)
-        for lit, anchor in choose_anchors(by_literal).items():
-            anchors.setdefault(anchor, set()).update(by_literal[lit])
-        # An anchor found also stands for the anchors that are its prefixes (the trie is greedy).
-        keys = sorted(anchors)
-        self._anchor_ids = {
-            k: frozenset(i for j in keys if k.startswith(j) for i in anchors[j]) for k in keys
-        }
         self._failure_specials |= covered
         self._fallback_ids = frozenset(fallback_ids | self._failure_specials)
-        # One regex per first character of the anchors: each has a literal prefix, which `re`
-        # searches at memchr speed (one alternation of everything is several times slower).
-        groups: dict[str, list[str]] = {}
-        for k in keys:
-            groups.setdefault(k[0], []).append(k[1:])
-        gates = [(c, re.compile(re.escape(c) + trie_regex(rest))) for c, rest in groups.items()]
-        # Gates of non-ASCII anchors (Chinese messages) only run on blocks that are not ASCII.
-        self._gates = [rx for c, rx in gates if c.isascii()]
-        self._gates_wide = [rx for c, rx in gates if not c.isascii()]
-        self._gates.append(re.compile(_CANN_CODE_GATE))
-        self._gates += [re.compile(f, re.M) for f in fallback]
-        # finditer does not report an anchor that starts inside another match of the same gate:
-        # for each anchor, the same-gate anchors that can start inside it, by offset.
-        self._inner: dict[str, list[tuple[int, str, bool]]] = {}
-        for x in keys:
-            inner = []
-            for o in range(1, len(x)):
-                if x[o] != x[0]:
-                    continue  # other start characters are found by their own gate
-                for z in groups.get(x[o], ()):
-                    z = x[o] + z
-                    if x[o:].startswith(z):
-                        inner.append((o, z, True))
-                    elif z.startswith(x[o:]):
-                        inner.append((o, z, False))
-            if inner:
-                self._inner[x] = inner
+        self._gate_sets = [
+            _GateSet(by_literal, self._fallback_ids, [_CANN_CODE_GATE, *fallback]),
+            _GateSet(by_literal_ci, self._fallback_ids, [], lower=True),
+        ]
 
     # --- input ----------------------------------------------------------------------------
 
@@ -446,27 +497,12 @@ class Diagnoser:
         base = self.lines
         self.lines += len(lines)
         cand: dict[int, set[int]] = {}
-        anchor_ids, fallback_ids = self._anchor_ids, self._fallback_ids
-        found: list[tuple[int, str]] = []
-        inner = self._inner
-        for rx in self._gates if text.isascii() else self._gates + self._gates_wide:
-            for m in rx.finditer(text):
-                start, anchor = m.start(), m.group(0)
-                found.append((start, anchor))
-                for o, z, certain in inner.get(anchor, ()):
-                    if certain or text.startswith(z, start + o):
-                        found.append((start + o, z))
-        found.sort()
-        line_i, counted = 0, 0
-        for start, anchor in found:
-            line_i += text.count("\n", counted, start)
-            counted = start
-            ids = anchor_ids.get(anchor, fallback_ids)
-            got = cand.get(line_i)
-            if got is None:
-                cand[line_i] = set(ids)
-            else:
-                got.update(ids)
+        if self.prefilter:
+            for gs in self._gate_sets:
+                gs.scan(text, cand)
+        else:
+            every = set(range(len(self._entries)))
+            cand = {i: set(every) for i in range(len(lines))}
         w = self.window
         need: dict[int, frozenset[int]] = {}
         if self._forward:
