@@ -619,3 +619,25 @@ def test_case_insensitive_literal_in_any_case_is_found():
     )
     for text in ("torch.OutOfMemoryError: CUDA out of memory.", "cUdA OuT oF mEmOrY"):
         assert diagnose_text(text + "\n", rules)["findings"][0]["rule"] == "oom", text
+
+
+def test_emulator_failed_starts_classify_as_the_health_wait_needs(tmp_path):
+    """A real emulator start-up failure (what vllm_health reads with docker logs): the graph-capture
+    failure is pitfall 4 and not a guess (the eager fallback depends on it)."""
+    from ascend_sim.vllm_emulator.sandbox import (
+        emulator_env,
+        make_root,
+        preset_state,
+        write_row,
+        write_tiny_random_model,
+    )
+
+    model = str(tmp_path / "tiny")
+    write_tiny_random_model(model)
+    root = make_root(str(tmp_path / "root"), state=preset_state("a2-graph-broken"))
+    env = emulator_env(root, write_row(str(tmp_path / "row.json"), "v0.23.0"))
+    cmd = [sys.executable, "-m", "ascend_sim.vllm_emulator", "serve", model, "--port", "0"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    first = top(diagnose_text(res.stdout + res.stderr))
+    assert first["pitfall"] == 4 and first["guess"] is False, first
