@@ -151,6 +151,7 @@ _FAILURE_ANCHORS = (
     "失败", "报错", "错误", "异常",
     "Segmentation fault", "core dumped", "Killed", "Aborted", "ACL_ERROR_", "HCCL_E_", "ACLNN_ERR_",
 )  # fmt: skip
+_LEVEL_WORD_RE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG|TRACE)\b")
 _FAIL_WORDS_RE = re.compile(r"(?i)\bfail|\berror\b|失败|报错|错误|异常")
 _CANN_CODE_GATE = r"E[0-9A-Z]\d{4}(?![A-Za-z0-9_])"
 _HARD_FAIL_RE = re.compile(
@@ -386,6 +387,7 @@ class Diagnoser:
         self.last_errors: deque[str] = deque(maxlen=LAST_ERRORS)
         self._failures: deque[tuple[int, str, str | None]] = deque(maxlen=GUESS_LINES)
         self._strong_failure = False  # an exception, ERROR line, code or traceback was seen
+        self._stated_failure = False  # prose without a log level says it failed
         self._last_exc: tuple[int, str, str] | None = None
         self._guess_codes: dict[str, tuple[CodeEntry, int, str]] = {}
         self._guess_exc: list[tuple[Any, int, str, bool]] = []
@@ -643,6 +645,10 @@ class Diagnoser:
             self._failures.append((n, msg, exc.group("type") if exc else None))
         elif _FAIL_WORDS_RE.search(msg):  # prose: "fails", "failure", "启动失败" (weak evidence)
             self._failures.append((n, msg, None))
+            # A person's statement (no log level on the line) that it failed is a failure; a
+            # program's INFO/WARNING line saying "failed to import x, falling back" is not.
+            if not _LEVEL_WORD_RE.search(raw[:80]):
+                self._stated_failure = True
 
     def _hit(self, rule: Rule) -> _Hit:
         hit = self.hits.get(rule.id)
@@ -790,7 +796,7 @@ class Diagnoser:
         fails = list(self._failures)
         if not fails and not self._guess_codes:
             return None
-        strong = self._strong_failure or bool(self._guess_codes)
+        strong = self._strong_failure or self._stated_failure or bool(self._guess_codes)
         scores: dict[str, float] = {}
         support: dict[str, list[tuple[int, str]]] = {}
 

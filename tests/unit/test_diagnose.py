@@ -471,9 +471,17 @@ def test_guess_ranks_by_keywords_on_failure_lines_only():
     assert diagnose_text("INFO memory pool ready\nINFO HBM 60%\n", wrap_rules())["findings"] == []
 
 
-def test_warnings_and_prose_alone_are_not_an_invented_failure():
-    text = "WARNING 01-01 00:00:00 [a.py:1] careful\nThe request failed once, retrying\n"
+def test_program_lines_saying_failed_are_not_an_invented_failure():
+    text = (
+        "WARNING 01-01 00:00:00 [a.py:1] careful\n"
+        "INFO 01-01 00:00:01 [b.py:2] Failed to import triton, falling back to eager kernels\n"
+    )
     assert diagnose_text(text, wrap_rules())["findings"] == []
+
+
+def test_a_person_saying_it_failed_gets_an_answer():
+    first = diagnose_text("[Bug]: vllm-ascend 启动失败\n", wrap_rules())["findings"][0]
+    assert first["guess"] is True and first["rule"] == "unclassified"
 
 
 @pytest.mark.parametrize(
