@@ -339,7 +339,7 @@ class _GateSet:
             if inner:
                 self.inner[x] = inner
 
-    def scan(self, text: str, cand: dict[int, set[int]]) -> None:
+    def scan(self, text: str, cand: dict[int, frozenset[int]]) -> None:
         """Add ``line index -> entry ids`` for every anchor found in ``text``."""
         if not self.gates and not self.wide:
             return
@@ -362,10 +362,7 @@ class _GateSet:
             counted = start
             ids = ids_of.get(anchor, fallback)
             got = cand.get(line_i)
-            if got is None:
-                cand[line_i] = set(ids)
-            else:
-                got.update(ids)
+            cand[line_i] = ids if got is None or got is ids else got | ids
 
 
 class Diagnoser:
@@ -423,6 +420,7 @@ class Diagnoser:
             ("failure", None, None, None)
         ]
         self._must: dict[int, tuple[bool, tuple[tuple[str, ...], ...]]] = {}
+        self._plans: dict[frozenset[int], tuple[bool, tuple]] = {}
         by_literal: dict[str, set[int]] = {}
         by_literal_ci: dict[str, set[int]] = {}
         fallback: list[str] = []
@@ -481,6 +479,20 @@ class Diagnoser:
             _GateSet(by_literal_ci, self._fallback_ids, [], lower=True),
         ]
 
+    def _plan(self, ids: frozenset[int]) -> tuple[bool, tuple]:
+        """(widen, checks) for a candidate line holding the anchors of ``ids``: windowed
+        patterns widen it to its neighbours; ``checks`` (literals that must be on the raw line,
+        then the regex) decide whether it is looked at; no checks = always looked at."""
+        kinds = {self._entries[e][0] for e in ids}
+        widen = "special" in kinds
+        if widen or 0 in ids or any(self._entries[e][3] is None for e in ids):
+            return widen, ()
+        checks = []
+        for e in sorted(ids):
+            ci, must = self._must.get(e, (False, ()))
+            checks.append((ci, must, self._entries[e][3]))
+        return False, tuple(checks)
+
     # --- input ----------------------------------------------------------------------------
 
     def feed(self, raw: str) -> None:
@@ -498,13 +510,13 @@ class Diagnoser:
             lines.pop()
         base = self.lines
         self.lines += len(lines)
-        cand: dict[int, set[int]] = {}
+        cand: dict[int, frozenset[int]] = {}
         if self.prefilter:
             for gs in self._gate_sets:
                 gs.scan(text, cand)
         else:
-            every = set(range(len(self._entries)))
-            cand = {i: set(every) for i in range(len(lines))}
+            every = frozenset(range(len(self._entries)))
+            cand = dict.fromkeys(range(len(lines)), every)
         w = self.window
         need: dict[int, frozenset[int]] = {}
         if self._forward:
@@ -512,29 +524,30 @@ class Diagnoser:
                 need[i] = frozenset()
             self._forward = max(0, self._forward - len(lines))
         back = False
-        entries, musts = self._entries, self._must
+        plans = self._plans
         for i, ids in cand.items():
-            if 0 not in ids:
+            plan = plans.get(ids)
+            if plan is None:
+                plan = plans[ids] = self._plan(ids)
+            widen, checks = plan
+            if checks:  # keep the line if one of its patterns can match the raw line
                 raw = lines[i]
                 low = None
-                keep = widen = any(entries[e][0] == "special" for e in ids)
-                for e in () if widen else ids:
-                    _kind, _r, _o, pre = entries[e]
-                    must = musts.get(e)
-                    if must is not None:
-                        if must[0] and low is None:
-                            low = raw.lower()
-                        hay = low if must[0] else raw
-                        if not all(any(a in hay for a in alts) for alts in must[1]):
+                for ci, must, pre in checks:
+                    if must:
+                        if ci:
+                            if low is None:
+                                low = raw.lower()
+                            hay = low
+                        else:
+                            hay = raw
+                        if not all(any(a in hay for a in alts) for alts in must):
                             continue
-                    if pre is None or pre.search(raw):
-                        keep = True
+                    if pre.search(raw):
                         break
-                if not keep:
+                else:
                     continue
-            else:
-                widen = any(entries[e][0] == "special" for e in ids)
-            need[i] = frozenset(ids)
+            need[i] = ids
             if widen and w > 1:
                 lo, hi = i - w + 1, i + w - 1
                 back = back or lo < 0
