@@ -474,9 +474,13 @@ class Diagnoser:
             by_literal.setdefault(word, set()).add(0)
         self._failure_specials |= covered
         self._fallback_ids = frozenset(fallback_ids | self._failure_specials)
+        # All literals are searched in the lower-cased block (one pass for both kinds; a
+        # case-sensitive literal found in another case only costs its line's exact check).
+        for lit, ids in by_literal.items():
+            by_literal_ci.setdefault(lit.lower(), set()).update(ids)
         self._gate_sets = [
-            _GateSet(by_literal, self._fallback_ids, [_CANN_CODE_GATE, *fallback]),
-            _GateSet(by_literal_ci, self._fallback_ids, [], lower=True),
+            _GateSet(by_literal_ci, self._fallback_ids, [_CANN_CODE_GATE.lower()], lower=True),
+            _GateSet({}, self._fallback_ids, fallback),  # patterns without a literal
         ]
 
     def _plan(self, ids: frozenset[int]) -> tuple[bool, tuple]:
