@@ -30,6 +30,13 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 SETPRIV = shutil.which("setpriv")
 
 
+def can_unshare(*flags: str) -> bool:
+    return bool(shutil.which("unshare")) and (
+        subprocess.run(["unshare", *flags, "true"], capture_output=True, check=False).returncode
+        == 0
+    )
+
+
 def run(cmd: list[str], env: dict[str, str], timeout: float = 60, user: int | None = None):
     if user is not None:
         cmd = [SETPRIV or "setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
@@ -126,15 +133,8 @@ def test_non_root_refused_by_the_engine_is_told_the_docker_group(tmp_path):
     assert "usermod -aG docker nobody" in out
 
 
-def can_unshare_net() -> bool:
-    return bool(shutil.which("unshare")) and (
-        subprocess.run(["unshare", "--net", "true"], capture_output=True, check=False).returncode
-        == 0
-    )
-
-
 @pytest.mark.skipif(
-    not IS_ROOT or not shutil.which("dockerd") or not can_unshare_net(),
+    not IS_ROOT or not shutil.which("dockerd") or not can_unshare("--net"),
     reason="needs root, dockerd and unshare --net",
 )
 def test_setup_starts_an_engine_when_none_answers():
@@ -180,6 +180,42 @@ def test_setup_starts_an_engine_when_none_answers():
 
 def bridges() -> set[str]:
     return {n for n in os.listdir("/sys/class/net") if os.path.isdir(f"/sys/class/net/{n}/bridge")}
+
+
+FRESH_MACHINE = """
+set -u
+# This machine as a fresh one sees it: no engine on the default socket, empty /var/lib/docker.
+mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /var/lib/docker && mount -t tmpfs tmpfs /var/log
+unset DOCKER_HOST DOCKERD_ARGS
+echo "before: $(docker info --format '{{.ServerVersion}}' 2>&1 | tail -n 1)"
+make -C "$1" setup; echo "setup rc=$?"
+echo "after: $(docker info --format '{{.DockerRootDir}}' 2>&1 | tail -n 1)"
+make -C "$1" setup; echo "again rc=$?"
+pid=$(cat /var/log/dockerd-ci.log.pid) && kill "$pid"
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+kill -9 "$pid" 2>/dev/null; true
+"""
+
+
+@pytest.mark.skipif(
+    not IS_ROOT or not shutil.which("dockerd") or not can_unshare("--mount", "--net"),
+    reason="needs root, dockerd and unshare --mount --net",
+)
+def test_make_setup_starts_dockerd_on_a_machine_without_an_engine(tmp_path):
+    # A private mount and network namespace: its /run (docker.sock, pid files), /var/lib/docker
+    # and /var/log are empty, its interfaces its own; the machine's engine is not seen or touched.
+    script = tmp_path / "fresh.sh"
+    script.write_text(FRESH_MACHINE)
+    before = bridges()
+    cmd = ["unshare", "--mount", "--net", "--propagation", "private", "sh", str(script), str(REPO)]
+    rc, out, seconds = run(cmd, dict(os.environ), timeout=180)
+    assert rc == 0, out
+    assert "before: Cannot connect to the Docker daemon at unix:///var/run/docker.sock" in out
+    assert "starting dockerd (log: /var/log/dockerd-ci.log)" in out
+    assert "setup rc=0" in out and "after: /var/lib/docker" in out, out
+    assert "again rc=0" in out and out.count("starting dockerd") == 1, out
+    assert seconds < 90, out
+    assert before <= bridges()
 
 
 def stop(pid: int) -> None:
