@@ -73,7 +73,7 @@ def test_translate_changes_only_the_model_position_and_the_cpu_kv_size(tiny):
     serve = plan["argv"][2:]  # without "vllm serve"
     argv, env = translate(serve, plan["env"])
     assert argv == ["--model", serve[0], *serve[1:]]
-    assert env == {**plan["env"], "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert env == {**plan["env"], "VLLM_CPU_KVCACHE_SPACE": "1", "TORCH_COMPILE_DISABLE": "1"}
 
 
 def test_translate_keeps_an_operator_kv_size_and_takes_the_override():

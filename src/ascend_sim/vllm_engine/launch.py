@@ -55,6 +55,9 @@ def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], d
     * ``VLLM_CPU_KVCACHE_SPACE`` (GiB) is set when absent (``ASCEND_SIM_ENGINE_KVCACHE_GIB``,
       default 1): on CPU the KV cache is a fixed size, ``--gpu-memory-utilization`` sizes
       nothing there (the emulated NPU budget of step 1 is what the planner is judged by).
+    * ``TORCH_COMPILE_DISABLE=1`` when absent: vLLM's CPU backend would compile the model with
+      torch inductor, which needs a C++ compiler the image does not carry and a minute of two
+      cores; graph mode on the NPU (ACL graph capture, pitfall 4) is emulated in step 1.
     * ``--quantization ascend`` is refused: ModelSlim W8A8 needs vllm-ascend's NPU kernels,
       which no CPU build has.
 
@@ -73,6 +76,7 @@ def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], d
     if _option_value(args, ("--model",)) is None:
         raise TranslationError("vllm serve: the following arguments are required: model_tag")
     out_env = dict(env)
+    out_env.setdefault("TORCH_COMPILE_DISABLE", "1")
     if not out_env.get("VLLM_CPU_KVCACHE_SPACE"):
         out_env["VLLM_CPU_KVCACHE_SPACE"] = out_env.get(KVCACHE_OVERRIDE) or DEFAULT_KVCACHE_GIB
     return args, out_env
