@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -155,3 +156,20 @@ def test_module_documentation_parses():
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and "file_sd_configs" in done.stdout, done.stderr[-2000:]
+
+
+PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
+
+
+@pytest.mark.skipif(not PROMTOOL, reason="promtool (Debian package prometheus) is not installed")
+def test_promtool_accepts_the_scrape_config_and_the_targets(tmp_path):
+    rc, out = deploy(tmp_path, {"npu-a": host(ODD_MODEL, [[0], [1, 2]])}, ["npu-a"])
+    assert rc == 0, out[-3000:]
+    sd_file = tmp_path / "sd" / "ascend-vllm.json"
+    example = (REPO / "docs/prometheus/scrape-config.yml").read_text()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(example.replace("/etc/prometheus/file_sd/ascend-vllm.json", str(sd_file)))
+    done = subprocess.run(
+        [PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
