@@ -333,10 +333,10 @@ def choose_anchors(lits: Iterable[str], minimum: int = 4) -> dict[str, str]:
     lits = set(lits)
     starts: dict[str, dict[str, int]] = {}  # char -> literal -> first usable position
     for lit in lits:
-        if len(lit) <= minimum:
-            starts.setdefault(lit[0], {})[lit] = 0
-            continue
-        for k in range(len(lit) - minimum + 1):
+        # Longer anchors find fewer lines that do not match: six characters when the literal has
+        # them (e.g. "hbm-usage", not "usage").
+        size = min(len(lit), max(minimum, 6))
+        for k in range(len(lit) - size + 1):
             starts.setdefault(lit[k], {}).setdefault(lit, k)
 
     def cost(ch: str) -> float:
@@ -344,14 +344,21 @@ def choose_anchors(lits: Iterable[str], minimum: int = 4) -> dict[str, str]:
         # (frequent, and its trie is large): about three passes.
         return 12.0 if ch == " " else 4.0 + _rarity(ch) / 100
 
-    chosen: dict[str, str] = {}
+    def value(c: str) -> float:  # covered literals; longer anchors find fewer false lines
+        return sum(min(len(lit) - k, 12) for lit, k in starts[c].items() if lit in todo)
+
+    picked: set[str] = set()
     todo = set(lits)
     while todo:
-        ch = max(starts, key=lambda c: (len(todo.intersection(starts[c])) / cost(c), c))
-        for lit in todo.intersection(starts[ch]):
-            k = starts[ch][lit]
-            chosen[lit] = lit[k : k + 24]
+        ch = max(starts, key=lambda c: (value(c) / cost(c), c))
+        picked.add(ch)
         todo.difference_update(starts.pop(ch))
+    # Each literal starts its anchor at the earliest picked character (the longest anchor).
+    chosen: dict[str, str] = {}
+    for lit in lits:
+        size = min(len(lit), max(minimum, 6))
+        k = next(k for k in range(len(lit) - size + 1) if lit[k] in picked)
+        chosen[lit] = lit[k : k + 24]
     return chosen
 
 
@@ -381,25 +388,38 @@ def requirements(pattern: str, minimum: int = 4) -> list[list[str]] | None:
 
     def reqs(items) -> list[list[str]]:
         out: list[list[str]] = []
-        cur: list[str] = []
+        cur: list[str] = [""]  # spellings of the current literal run (optional characters fork it)
 
         def flush() -> None:
-            if _weight("".join(cur)) >= minimum:
-                out.append(["".join(cur)])
-            cur.clear()
+            if all(_weight(v) >= minimum for v in cur):
+                out.append(list(dict.fromkeys(cur)))
+            cur[:] = [""]
+
+        def extend(text: str) -> None:
+            cur[:] = [v + text for v in cur]
 
         for op, arg in items:
             name = str(op)
             if name == "LITERAL":
-                cur.append(chr(arg))
+                extend(chr(arg))
                 continue
+            if (
+                name in ("MAX_REPEAT", "MIN_REPEAT")
+                and arg[0] == 0
+                and arg[1] == 1
+                and len(cur) < 4
+            ):
+                inner = list(arg[2])
+                if len(inner) == 1 and str(inner[0][0]) == "LITERAL":  # "KV ?cache"
+                    cur[:] = [*cur, *(v + chr(inner[0][1]) for v in cur)]
+                    continue
             if name == "SUBPATTERN" and arg[1] & re.IGNORECASE:
                 flush()  # a local (?i:...) group: its literals may come in any case
                 continue
             if name == "SUBPATTERN":
                 inner = list(arg[-1])
                 if inner and all(str(o) == "LITERAL" for o, _ in inner):
-                    cur.append("".join(chr(a) for _, a in inner))
+                    extend("".join(chr(a) for _, a in inner))
                     continue
                 flush()
                 if len(inner) == 1 and str(inner[0][0]) == "BRANCH":
@@ -428,7 +448,8 @@ def requirements(pattern: str, minimum: int = 4) -> list[list[str]] | None:
 def _req_cost_plain(req: list[str]) -> int:
     if all(not a.isascii() for a in req):
         return 0  # searched only in blocks that are not ASCII (Chinese messages)
-    return sum(1 if " " in a else _rarity(a[0]) + max(0, 8 - len(a)) * 10 for a in req)
+    # Longer literals are rarer in healthy text (fewer lines to check); alternatives add up.
+    return max(max(1, 30 - len(a.strip())) for a in req) + 2 * (len(req) - 1)
 
 
 def _req_cost(req: list[str]) -> int:
