@@ -507,8 +507,7 @@ class Diagnoser:
         """A block of complete lines (the last one may lack its newline only at the end)."""
         if not text:
             return
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        # CR stays in the lines (CRLF ends, progress-bar rewrites): only looked-at lines pay for it.
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -545,7 +544,15 @@ class Diagnoser:
                             hay = low
                         else:
                             hay = raw
-                        if not all(any(a in hay for a in alts) for alts in must):
+                        missing = False
+                        for alts in must:  # loops, not any()/all(): this runs for most lines
+                            for a in alts:
+                                if a in hay:
+                                    break
+                            else:
+                                missing = True
+                                break
+                        if missing:
                             continue
                     if pre.search(raw):
                         break
@@ -617,6 +624,13 @@ class Diagnoser:
     # --- matching -------------------------------------------------------------------------
 
     def _line(self, n: int, raw: str, ids: frozenset[int]) -> None:
+        if "\r" in raw:
+            parts = [p for p in raw.split("\r") if p]
+            if len(parts) > 1:  # a line rewritten with CR (progress bar): each state on its own
+                for part in parts:
+                    self._line(n, part, ids)
+                return
+            raw = parts[0] if parts else ""
         if len(raw) > MAX_LINE:
             for i in range(0, len(raw), MAX_LINE):
                 self._piece(n, raw[i : i + MAX_LINE], ids | {0})
