@@ -158,34 +158,43 @@ def device_check(root: str, chips: list[dict]) -> dict:
 
 
 def driver_cann_check(driver: dict, cann_version: str, local: dict | None) -> dict:
-    """Published pairing first; the observed innerversion rule when nothing is published."""
-    published = compat.driver_supports_cann(driver["version"], cann_version)
+    """The host's CANN against the published pairings (and the monotonic rule); a pairing
+    that is not published warns with the note, adding the observed innerversion rule."""
+    version = driver["version"]
+    published = compat.driver_supports_cann(version, cann_version)
     source = compat.pairing_source(cann_version)
     if published is True:
         return finding(
             "versions.driver-cann",
             1,
             "ok",
-            f"driver {driver['version']} is listed for CANN {cann_version} ({source})",
+            f"driver {version} is listed for CANN {cann_version} ({source})",
         )
     if published is False:
+        floor = compat.oldest_driver(cann_version)
         return finding(
             "versions.driver-cann",
             1,
             "fail",
-            f"driver {driver['version']} is older than any HDK listed for CANN "
-            f"{cann_version} ({source})",
-            f"upgrade the Ascend HDK (firmware, then driver, then reboot) to a release listed "
-            f"for CANN {cann_version}, or use an older CANN / vllm-ascend image",
+            f"driver {version} is older than HDK {floor[0] if floor else '?'}, the oldest CANN "
+            f"{cann_version} accepts ({source})",
+            f"upgrade the Ascend HDK (firmware, then driver, then reboot) to one listed for CANN "
+            f"{cann_version}, or install a CANN this driver runs (ascend-deploy compat resolve "
+            f"--driver {version} names the release)",
         )
-    if local is not None:
+    note = compat.pairing_note(version, cann_version) or (
+        f"no published pairing of driver {version} with CANN {cann_version}"
+    )
+    if local is not None and local.get("status") == "fail":
         return local
+    observed = f"; {local['evidence']}" if local is not None else ""
     return finding(
         "versions.driver-cann",
         1,
         "warn",
-        f"no published pairing of driver {driver['version']} with CANN {cann_version}",
-        "check the CANN release notes on hiascend.com for the supported HDK versions",
+        note + observed,
+        "upgrade the HDK to one the CANN release notes list (hiascend.com), or install a CANN "
+        "release whose pairing with this driver is published",
     )
 
 

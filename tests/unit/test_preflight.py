@@ -104,6 +104,20 @@ def test_driver_only_host_too_old_for_every_image_fails_with_the_upgrade(tmp_pat
     assert "26.1.0 (published for CANN 9.1.0)" in c["compat.runtime"]["fix"]
 
 
+def test_unpublished_host_pairing_warns_with_the_note_even_when_the_lists_agree():
+    """Issue 11 F: HDK 25.5 with CANN 9.1 was accepted silently (the innerversion rule said ok)."""
+    from ascend_deploy.preflight import driver_cann_check, finding
+
+    local = finding("versions.driver-cann", 1, "ok", "CANN 9.1.0 (C31) is in driver 25.5.1 list")
+    f = driver_cann_check({"version": "25.5.1"}, "9.1.0", local)
+    assert f["status"] == "warn"
+    assert "driver 25.5.1 with CANN 9.1.0: pairing not published" in f["evidence"]
+    assert "HDK 26.1.0" in f["evidence"] and local["evidence"] in f["evidence"]
+    old = driver_cann_check({"version": "23.0.7"}, "8.3.RC2", None)
+    assert old["status"] == "fail" and "older than HDK 24.1.rc2" in old["evidence"]
+    assert "compat resolve --driver 23.0.7" in old["fix"]
+
+
 def test_unresolvable_cann_and_loaded_driver_match(tmp_path):
     result = run_preflight(host(tmp_path, "modelarts-7.0"), npu_info=npu(B4_64))
     c = checks_of(result)
