@@ -20,10 +20,16 @@ tests/test_x.py ..........ss
 ======================== 18 passed, 2 skipped in 12.34s ========================
 INFO     Verifier completed successfully.
 """
+# As molecule prints it (frame, colours, the rule wrapped onto the next line).
+FRAMED = (
+    "  \x1b[2m\u2502\x1b[0m ============================== 20 passed in 4.15s\n"
+    "  \x1b[2m\u2502\x1b[0m   ==============================\n"
+)
 
 
 def test_a_run_with_passed_tests_is_green():
     wrapper.assert_verified(PASSED, "default")
+    wrapper.assert_verified(FRAMED, "sim")
 
 
 @pytest.mark.parametrize(
