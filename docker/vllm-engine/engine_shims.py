@@ -29,6 +29,8 @@ from . import npu  # noqa: E402
 __version__ = {version!r}
 
 if not hasattr(_torch, "npu"):
+    # As torch_npu does: the PrivateUse1 backend is named "npu", then torch.npu is registered.
+    _torch.utils.rename_privateuse1_backend("npu")
     _torch._register_device_module("npu", npu)
 '''
 
