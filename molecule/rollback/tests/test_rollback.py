@@ -1,26 +1,25 @@
-"""Verify the rollback scenario: rollback-a is back on the good version, rollback-b is unaffected.
+"""Verify the rollback scenario: three deploy.yml runs (see molecule.yml).
 
-Runs as molecule's testinfra verifier (hosts from molecule's inventory); the reports written on the
-controller are read from the scenario's ephemeral directory.
+Runs as molecule's testinfra verifier (hosts from molecule's inventory); each run's exit code,
+output, deployment summary and verification reports are read from the scenario's ephemeral
+directory (molecule/_shared/run_case.yml). A missing output fails the test.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-from ascend_sim.scenario_outputs import api_key
+from ascend_sim.scenario_outputs import api_key, outputs_dir, read_case, row_of
 
-EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
 GOOD = "quay.io/ascend/vllm-ascend:v0.23.0"
 NEW = "quay.io/ascend/vllm-ascend:v0.11.0"
 STATE = "/etc/ascend-deploy/vllm"
+A, B = "molecule-rollback-a", "molecule-rollback-b"
 ASK = (
     "import json, urllib.request; "
-    "req = urllib.request.Request('http://127.0.0.1:8000/v1/chat/completions', "
+    "req = urllib.request.Request('http://127.0.0.1:%d/v1/chat/completions', "
     "data=json.dumps({'messages': [{'role': 'user', 'content': 'What is the capital of France?'}], "
     "'max_tokens': 60, 'temperature': 0, "
     "'chat_template_kwargs': {'enable_thinking': False}}).encode(), "
@@ -29,52 +28,101 @@ ASK = (
 )
 
 
-def summary() -> dict:
-    return json.loads((EPHEMERAL / "reports" / "rollout" / "summary.json").read_text())
+def case(name: str) -> tuple[dict, list[dict]]:
+    found = read_case("rollback", name)
+    assert found is not None, f"converge kept no output for case {name}"
+    return found
 
 
-def status_of(name: str) -> dict:
-    return next(h for h in summary()["hosts"] if h["host"] == name)
+def verify_summary(name: str) -> dict:
+    """deploy_verify's summary.json of run ``name`` (one run id per deploy.yml run)."""
+    paths = list((outputs_dir("rollback") / name).glob("*/summary.json"))
+    assert len(paths) == 1, paths
+    return json.loads(paths[0].read_text())
 
 
-def running_image(host) -> tuple[str, dict]:
-    out = host.check_output("docker inspect vllm-0")
-    info = json.loads(out)[0]
-    assert info["State"]["Running"], info["State"]
-    return info["Config"]["Image"], info["Config"]["Labels"]
+def host_status(name: str, host: str) -> dict:
+    return next(h for h in verify_summary(name)["hosts"] if h["host"] == host)
 
 
-def test_rollout_run_failed_only_rollback_a():
-    log = (EPHEMERAL / "rollout.log").read_text()
-    assert log.startswith("rc=2"), log[:2000]
-    assert "molecule-rollback-a: verification failed" in log
-    assert "molecule-rollback-b: verification failed" not in log
+def replicas(host) -> dict[str, dict]:
+    """Every container of the service (running or not) by name."""
+    names = host.check_output("docker ps -a --filter name=^vllm- --format '{{.Names}}'").split()
+    return {n: json.loads(host.check_output(f"docker inspect {n}"))[0] for n in names}
 
 
-def test_summary_says_why():
-    a = status_of("molecule-rollback-a")
+def answers_paris(host, port: int) -> bool:
+    return "Paris" in host.check_output(f'python3 -c "{ASK % (port, api_key())}"')
+
+
+def on(host, name: str) -> None:
+    if host.backend.get_hostname() != name:
+        pytest.skip("checked on its own host")
+
+
+def test_good_version_deployed_on_both():
+    run, rows = case("good")
+    assert run["rc"] == 0, run["stdout"][-3000:]
+    for h in (A, B):
+        row = row_of(rows, h)
+        assert row["status"] == "deployed" and row["image"] == GOOD
+        assert host_status("good", h)["status"] == "verified"
+
+
+def test_rollout_failed_only_rollback_a_and_says_why():
+    run, rows = case("rollout")
+    assert run["rc"] == 2, run["stdout"][-3000:]
+    assert row_of(rows, A)["status"] == "FAILED"
+    assert row_of(rows, B)["status"] == "deployed" and row_of(rows, B)["image"] == NEW
+    a = host_status("rollout", A)
     assert a["status"] == "rolled back"
     assert "first_request" in a["checks"]
     assert a["pitfall"] == 4 and "inner error" in a["cause"].lower()
     assert a["rollback"] == f"rolled back to {GOOD} (healthy)"
-    md = (EPHEMERAL / "reports" / "rollout" / "summary.md").read_text()
-    assert "| molecule-rollback-a | rolled back |" in md
-    assert "| molecule-rollback-b | verified |" in md
+    assert host_status("rollout", B)["status"] == "verified"
+    report = next(outputs_dir("rollback").glob(f"rollout/*/{A}"))
     for f in ("diagnosis.json", "npu-smi.txt", "vllm-0.log", "vllm-0/verify.json", "plan.json"):
-        assert (EPHEMERAL / "reports" / "rollout" / "molecule-rollback-a" / f).is_file(), f
+        assert (report / f).is_file(), f
+    for name in ("vllm-0", "vllm-1"):  # the restored service was verified again
+        assert json.loads((report / f"rollback-{name}" / "verify.json").read_text())["ok"]
 
 
-@pytest.mark.parametrize("name", ["molecule-rollback-a", "molecule-rollback-b"])
-def test_hosts_serve_the_expected_version(host, name):
-    if host.backend.get_hostname() != name:
-        pytest.skip("checked on its own host")
-    image, labels = running_image(host)
+def test_rollback_a_has_every_earlier_replica_back_and_no_new_one(host):
+    on(host, A)
+    found = replicas(host)
+    assert sorted(found) == ["vllm-0", "vllm-1"], sorted(found)  # vllm-2 of the rollout is gone
+    for name, c in found.items():
+        assert c["State"]["Running"], (name, c["State"])
+        assert c["Config"]["Image"] == GOOD
+        assert c["Config"]["Labels"].get("ascend-deploy.rollback") == "true"
+        assert "ASCEND_SIM_TEST_CRASH_ON_REQUEST=1" not in c["Config"]["Env"]
     last_good = json.loads(host.file(f"{STATE}/last-good/containers.json").content_string)
-    if name == "molecule-rollback-a":
-        assert image == GOOD and labels.get("ascend-deploy.rollback") == "true"
-        assert last_good["image"] == GOOD
-    else:
-        assert image == NEW and "ascend-deploy.rollback" not in labels
-        assert last_good["image"] == NEW
-        assert status_of(name)["status"] == "verified"
-    assert "Paris" in host.check_output(f'python3 -c "{ASK % api_key()}"')
+    assert last_good["image"] == GOOD
+    assert [r["name"] for r in last_good["replicas"]] == ["vllm-0", "vllm-1"]
+    assert answers_paris(host, 8000) and answers_paris(host, 8001)
+
+
+def test_unhealthy_definition_is_rolled_back_by_the_service_role():
+    run, rows = case("unhealthy")
+    assert run["rc"] == 2, run["stdout"][-3000:]
+    row = row_of(rows, B)
+    assert row["status"] == "FAILED"
+    assert "did not become healthy" in row["why"], row["why"]
+    assert f"Rolled back to the last good definition ({NEW}): healthy" in row["why"], row["why"]
+    # The service role failed the host before verification: no verification this run.
+    assert "TASK [deploy_verify : Verify every replica" not in run["stdout"]
+
+
+def test_rollback_b_runs_the_last_good_v0_11_replicas(host):
+    on(host, B)
+    found = replicas(host)
+    assert sorted(found) == ["vllm-0", "vllm-1", "vllm-2"], sorted(found)
+    for name, c in found.items():
+        assert c["State"]["Running"], (name, c["State"])
+        assert c["Config"]["Image"] == NEW
+        assert "--compilation-config" not in c["Config"]["Cmd"], name
+        assert "ascend-deploy.rollback" not in c["Config"]["Labels"]
+    last_good = json.loads(host.file(f"{STATE}/last-good/containers.json").content_string)
+    assert last_good["image"] == NEW
+    assert all("--compilation-config" not in r["command"] for r in last_good["replicas"])
+    assert all(answers_paris(host, port) for port in (8000, 8001, 8002))
