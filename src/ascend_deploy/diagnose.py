@@ -291,6 +291,10 @@ def _json_unescape(text: str) -> str:
         return text
 
 
+# Prefilter structures per rule set (building them costs about 30 ms), keyed by id(ruleset).
+_BUILT: dict[int, tuple[RuleSet, dict[str, Any]]] = {}
+
+
 class _GateSet:
     """Prefilter for one set of literals: one regex per start character of their anchors (each
     has a literal prefix, which `re` searches at memchr speed; one alternation of everything is
@@ -365,6 +369,17 @@ class _GateSet:
             cand[line_i] = ids if got is None or got is ids else got | ids
 
 
+_DEFAULT_RULES: list[Any] = [None, None]  # (mtime, RuleSet) of the packaged rules file
+
+
+def default_rules() -> RuleSet:
+    """The packaged rules, parsed once per process (again when the file changes)."""
+    mtime = os.stat(RULES_PATH).st_mtime_ns
+    if _DEFAULT_RULES[0] != mtime:
+        _DEFAULT_RULES[:] = [mtime, load_rules()]
+    return _DEFAULT_RULES[1]
+
+
 class Diagnoser:
     """Feed text with :meth:`feed_text` / :meth:`feed_stream` (or lines with :meth:`feed`);
     :meth:`result` gives the findings."""
@@ -374,7 +389,7 @@ class Diagnoser:
         tests compare the prefilter with)."""
         self.prefilter = prefilter
         if rules is None:
-            rules = load_rules()
+            rules = default_rules()
         self.ruleset = rules if isinstance(rules, RuleSet) else RuleSet(tuple(rules))
         self.rules = list(self.ruleset.rules)
         self._by_id = self.ruleset.by_id()
@@ -399,7 +414,14 @@ class Diagnoser:
             if p.window > 1 or p.exception is not None
         ]
         self.window = max([p.window for _r, p in self._special_all] or [1])
-        self._build_gate()
+        built = _BUILT.get(id(self.ruleset))
+        if built is None or built[0] is not self.ruleset:
+            self._build_gate()
+            built = _BUILT[id(self.ruleset)] = (self.ruleset, self._built_state())
+            while len(_BUILT) > 8:  # a few rule sets at most (tests build their own)
+                del _BUILT[next(iter(_BUILT))]
+        for name, value in built[1].items():
+            setattr(self, name, value)
         codes = self.ruleset.codes
         self._code_exact = {(c.scheme, c.key): c for c in codes if not c.family}
         self._code_family = sorted((c for c in codes if c.family), key=lambda c: -len(c.key))
@@ -482,6 +504,11 @@ class Diagnoser:
             _GateSet(by_literal_ci, self._fallback_ids, [_CANN_CODE_GATE.lower()], lower=True),
             _GateSet({}, self._fallback_ids, fallback),  # patterns without a literal
         ]
+
+    def _built_state(self) -> dict[str, Any]:
+        """What :meth:`_build_gate` made; the same for every Diagnoser of one rule set."""
+        names = ("_entries", "_must", "_plans", "_failure_specials", "_fallback_ids", "_gate_sets")
+        return {n: getattr(self, n) for n in names}
 
     def _plan(self, ids: frozenset[int]) -> tuple[bool, tuple]:
         """(widen, checks) for a candidate line holding the anchors of ``ids``: windowed
