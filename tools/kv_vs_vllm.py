@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,20 +114,27 @@ def vllm_tokens(python: str, model_dir: str, gib: float, port: int, timeout: flo
 
 
 def compare(
-    python: str, gib: float = 1.0, only: list[str] | None = None, timeout: float = 600
+    python: str,
+    gib: float = 1.0,
+    only: list[str] | None = None,
+    timeout: float = 600,
+    parallel: int = 2,
 ) -> list[dict]:
-    rows = []
+    """One row per shape; ``parallel`` vLLM servers start at a time (each mostly waits)."""
+    shapes = [(n, c) for n, c in tiny_configs().items() if not only or n in only]
     with tempfile.TemporaryDirectory(prefix="kv-vs-vllm-") as root:
-        for i, (name, config) in enumerate(tiny_configs().items()):
-            if only and name not in only:
-                continue
+
+        def one(item: tuple[int, tuple[str, dict]]) -> dict:
+            i, (name, config) = item
             row = {"shape": name, "gib": gib, **planner_figures(config, gib)}
             row.update(vllm_tokens(python, _model_dir(root, name, config), gib, 8950 + i, timeout))
             if "vllm_tokens" in row:
                 row["vllm_bytes_per_token"] = round(gib * GIB / row["vllm_tokens"], 1)
                 row["diff"] = row["planner_tokens"] / row["vllm_tokens"] - 1
-            rows.append(row)
-    return rows
+            return row
+
+        with ThreadPoolExecutor(max(1, parallel)) as pool:
+            return list(pool.map(one, enumerate(shapes)))
 
 
 def table(rows: list[dict]) -> str:

@@ -1,13 +1,18 @@
-"""Choose a gpu_memory_utilization whose KV cache holds exactly N max-length sequences.
+"""Choose a gpu_memory_utilization at which the engine's KV cache holds exactly N max-length
+sequences, and what the planner makes of that card.
 
-Used by molecule/capacity (pitfall 6): on a 32 GB card the tiny test model's KV cache would hold
-millions of tokens, so the case lowers ``--gpu-memory-utilization`` until the planner's own
-memory model (``ascend_deploy.memory_model``) leaves room for ``--seqs`` sequences of
-``--max-model-len`` tokens, no more. The result is checked against ``ascend_deploy.plan``:
-the planner must size ``max_num_seqs`` to exactly ``--seqs``.
+Used by molecule/capacity (pitfall 6): on a 32 GB card the tiny test model's KV cache would
+hold millions of tokens, so the case lowers ``--gpu-memory-utilization`` until the emulated
+engine, which sizes its cache with its own code (``ascend_sim.vllm_emulator.memory``, never the
+planner's), holds ``--seqs`` sequences of ``--max-model-len`` tokens, no more. It sizes for the
+served copy (the FP8 checkpoint converted to BF16: F8 tensors doubled, ``*_scale_inv`` dropped)
+and for ``--twin-seqs`` sequences (the hand-started contrast replica; fewer sequences only
+shrink the profile peak, so the planned replica holds at least as much). The planner then
+plans that card from its own memory model: its ``max_num_seqs`` must fit in what the engine
+holds.
 
     python kv_sizing.py --model-dir DIR --hbm-total-mb 32768 --hbm-used-mb 3200 \
-        --max-model-len 4096 --seqs 3        # prints one JSON object
+        --max-model-len 4096 --seqs 3 [--twin-seqs 16]     # prints one JSON object
 """
 
 from __future__ import annotations
@@ -17,33 +22,45 @@ import json
 import sys
 
 from ascend_deploy.errors import AscendDeployError
-from ascend_deploy.memory_model import DEFAULT_MODEL, MIB
-from ascend_deploy.model_info import inspect_model
+from ascend_deploy.model_files import load_config, read_weight_layout
 from ascend_deploy.plan import make_plan
+from ascend_sim.vllm_emulator import memory
+
+FP8 = ("F8_E4M3", "F8_E5M2")
+
+
+def served_tensors(model_dir: str) -> list[tuple[str, tuple[int, ...], int]]:
+    """(name, shape, bytes) of the BF16 copy the replica serves."""
+    out = []
+    for _shard, info in read_weight_layout(model_dir).tensors():
+        if info.name.endswith("_scale_inv"):
+            continue
+        nbytes = info.numel * 2 if info.dtype in FP8 else info.nbytes
+        out.append((info.name, tuple(info.shape), nbytes))
+    return out
 
 
 def utilization_for(
-    model_dir: str, hbm_total_mb: int, hbm_used_mb: int, max_model_len: int, seqs: int
+    model_dir: str,
+    hbm_total_mb: int,
+    hbm_used_mb: int,
+    max_model_len: int,
+    seqs: int,
+    twin_seqs: int = 16,
 ) -> dict:
-    """The utilization, and the plan it gives; ValueError when no utilization gives ``seqs``."""
-    mm = DEFAULT_MODEL
-    facts = inspect_model(model_dir)
-    if max_model_len % mm.block_size:
-        raise ValueError(f"max_model_len {max_model_len} is not a multiple of {mm.block_size}")
-    per_block = mm.kv_bytes_per_token_per_npu(facts, 1) * mm.block_size
-    blocks = seqs * max_model_len // mm.block_size
-    kv_mb = -(-blocks * per_block // MIB)  # the smallest whole-MB budget holding the blocks
-    if kv_mb * MIB // per_block != blocks:
-        raise ValueError(
-            f"no whole-MB KV budget holds exactly {blocks} blocks of {per_block} bytes"
-        )
-    # Everything the budget subtracts besides the KV cache, at utilization 1.0.
-    full = mm.budget(facts, hbm_total_mb, hbm_used_mb, 1.0, 1, False, seqs)
-    overhead = hbm_total_mb - full["kv_budget_mb"]
-    usable = overhead + kv_mb
-    util = round((usable + 0.5) / hbm_total_mb, 6)
-    if int(hbm_total_mb * util) != usable:
-        raise ValueError(f"utilization {util} does not give {usable} MB of {hbm_total_mb} MB")
+    """The utilization, the engine's cache and the plan; ValueError when they do not fit."""
+    block = memory.BLOCK_SIZE
+    if max_model_len % block:
+        raise ValueError(f"max_model_len {max_model_len} is not a multiple of {block}")
+    config, tensors = load_config(model_dir), served_tensors(model_dir)
+    blocks = seqs * max_model_len // block
+    util = memory.utilization_for_blocks(
+        config, tensors, hbm_total_mb, hbm_used_mb, blocks, max_num_seqs=twin_seqs
+    )
+    engine = memory.kv_budget(
+        config, tensors, hbm_total_mb, hbm_used_mb, 0, gpu_memory_utilization=util,
+        max_num_seqs=twin_seqs,
+    )  # fmt: skip
     plan = make_plan(
         model_dir,
         hbm_total_mb=hbm_total_mb,
@@ -51,16 +68,20 @@ def utilization_for(
         max_model_len=max_model_len,
         gpu_memory_utilization=util,
     )
-    if not plan["feasible"] or plan["max_num_seqs"] != seqs:
+    if not plan["feasible"] or plan["max_num_seqs"] * max_model_len > engine.tokens:
         raise ValueError(
             f"utilization {util}: the planner chose max_num_seqs {plan['max_num_seqs']} "
-            f"(feasible {plan['feasible']}, reasons {plan['reasons']}), not {seqs}"
+            f"(feasible {plan['feasible']}, reasons {plan['reasons']}) for an engine cache of "
+            f"{engine.tokens} tokens"
         )
     return {
         "gpu_memory_utilization": util,
+        "engine_kv_tokens": engine.tokens,
+        "engine_kv_blocks": engine.num_blocks,
+        "twin_seqs": twin_seqs,
         "kv_budget_mb": plan["memory"]["kv_budget_mb"],
         "kv_capacity_tokens": plan["kv_capacity_tokens"],
-        "kv_blocks": plan["kv_capacity_tokens"] // mm.block_size,
+        "kv_blocks": plan["kv_capacity_tokens"] // block,
         "max_num_seqs": plan["max_num_seqs"],
         "max_model_len": plan["max_model_len"],
     }
@@ -73,9 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hbm-used-mb", type=int, required=True)
     ap.add_argument("--max-model-len", type=int, required=True)
     ap.add_argument("--seqs", type=int, required=True)
+    ap.add_argument("--twin-seqs", type=int, default=16)
     a = ap.parse_args(argv)
     try:
-        out = utilization_for(a.model_dir, a.hbm_total_mb, a.hbm_used_mb, a.max_model_len, a.seqs)
+        out = utilization_for(
+            a.model_dir, a.hbm_total_mb, a.hbm_used_mb, a.max_model_len, a.seqs, a.twin_seqs
+        )
     except (ValueError, OSError, AscendDeployError) as exc:
         print(f"kv_sizing: error: {exc}", file=sys.stderr)
         return 2
