@@ -76,6 +76,11 @@ def test_translate_changes_only_the_model_position_and_the_cpu_kv_size(tiny):
     assert env == {**plan["env"], "VLLM_CPU_KVCACHE_SPACE": "1", "TORCH_COMPILE_DISABLE": "1"}
 
 
+def test_translate_hides_the_emulated_npu_packages_from_the_engine():
+    env = translate(["/m"], {"PYTHONPATH": "/opt/ascend-sim/site:/opt/ascend-sim/src"})[1]
+    assert env["PYTHONPATH"] == "/opt/ascend-sim/src"
+
+
 def test_translate_keeps_an_operator_kv_size_and_takes_the_override():
     assert translate(["/m"], {"VLLM_CPU_KVCACHE_SPACE": "3"})[1]["VLLM_CPU_KVCACHE_SPACE"] == "3"
     env = translate(["/m"], {"ASCEND_SIM_ENGINE_KVCACHE_GIB": "2"})[1]

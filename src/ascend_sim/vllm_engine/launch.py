@@ -28,6 +28,8 @@ ENGINE_MODULE = "vllm.entrypoints.openai.api_server"
 # reads VLLM_CPU_KVCACHE_SPACE). 1 GiB holds 1.4 M tokens of the tiny Qwen3 (768 B/token).
 DEFAULT_KVCACHE_GIB = "1"
 KVCACHE_OVERRIDE = "ASCEND_SIM_ENGINE_KVCACHE_GIB"
+# Where the image keeps the emulated torch_npu / vllm_ascend (docker/vllm-engine/engine_shims.py).
+SHIM_SITE = "/opt/ascend-sim/site"
 
 
 class TranslationError(Exception):
@@ -58,6 +60,8 @@ def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], d
     * ``TORCH_COMPILE_DISABLE=1`` when absent: vLLM's CPU backend would compile the model with
       torch inductor, which needs a C++ compiler the image does not carry and a minute of two
       cores; graph mode on the NPU (ACL graph capture, pitfall 4) is emulated in step 1.
+    * ``PYTHONPATH`` loses the emulated torch_npu / vllm_ascend (``SHIM_SITE``): with an
+      importable torch_npu, Transformers and vLLM take the NPU code paths of the real package.
     * ``--quantization ascend`` is refused: ModelSlim W8A8 needs vllm-ascend's NPU kernels,
       which no CPU build has.
 
@@ -77,6 +81,9 @@ def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], d
         raise TranslationError("vllm serve: the following arguments are required: model_tag")
     out_env = dict(env)
     out_env.setdefault("TORCH_COMPILE_DISABLE", "1")
+    if "PYTHONPATH" in out_env:
+        kept = [p for p in out_env["PYTHONPATH"].split(os.pathsep) if p.rstrip("/") != SHIM_SITE]
+        out_env["PYTHONPATH"] = os.pathsep.join(kept)
     if not out_env.get("VLLM_CPU_KVCACHE_SPACE"):
         out_env["VLLM_CPU_KVCACHE_SPACE"] = out_env.get(KVCACHE_OVERRIDE) or DEFAULT_KVCACHE_GIB
     return args, out_env
