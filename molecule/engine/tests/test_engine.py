@@ -66,7 +66,7 @@ def test_replica_runs_exactly_the_planned_argv_and_environment(host):
 def test_the_real_engine_serves_after_the_emulated_ascend_start_up(host):
     logs = host.check_output(f"docker logs {REPLICA} 2>&1")
     assert "ascend-sim engine: emulated Ascend start-up passed (vllm-ascend 0.23.0" in logs
-    assert f"exec /opt/vllm/bin/python3 -m vllm.entrypoints.openai.api_server --model" in logs
+    assert "exec /opt/vllm/bin/python3 -m vllm.entrypoints.openai.api_server --model" in logs
     assert f"Initializing a V1 LLM engine (v{ENGINE_VLLM})" in logs
     # The real engine's KV cache: 1 GiB (VLLM_CPU_KVCACHE_SPACE, set by the image's translation)
     # of the tiny Qwen3 at 2 layers x 2 KV heads x 48 x 2 (K, V) x 2 bytes = 768 B per token.
