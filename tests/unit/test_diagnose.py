@@ -649,3 +649,15 @@ def test_emulator_failed_starts_classify_as_the_health_wait_needs(tmp_path):
     assert res.returncode == 1
     first = top(diagnose_text(res.stdout + res.stderr))
     assert first["pitfall"] == 4 and first["guess"] is False, first
+
+
+def test_not_supported_prose_is_a_failure_but_a_warning_saying_so_is_not():
+    """A pasted "X is not supported" report gets an answer; a WARNING saying so gets none."""
+    title = (
+        "[Bug]: dsv4-flash `Promotion for Float8 Types is not supported, attempted to promote "
+        "Float8_e4m3fn and Bool`\n"
+    )
+    findings = diagnose_lines([title])["findings"]
+    assert findings and findings[0]["pitfall"] == 2
+    warning = "WARNING 03-26 13:39:39 [cpu.py:154] Pin memory is not supported on CPU.\n"
+    assert diagnose_lines([warning])["findings"] == []
