@@ -156,6 +156,10 @@ _FAIL_WORDS_RE = re.compile(r"(?i)\bfail|\berror\b|失败|报错|错误|异常")
 # "X is not supported" from a person or a program without a log level (a WARNING saying so is
 # usually a harmless fallback: "Pin memory is not supported on CPU").
 _NOT_SUPPORTED_RE = re.compile(r"(?i)not supported|unsupported|不支持")
+# A status field that reports no error ("Error Code : NA", "Single Bit Error Count : 0").
+_NO_ERROR_FIELD_RE = re.compile(
+    r"(?i)^[\w ()/.-]*\b(?:error|fail\w*)\b[\w ()/.-]*:\s*(?:0|NA|N/A|None|-|OK)?\s*$"
+)
 _CANN_CODE_GATE = r"E[0-9A-Z]\d{4}(?![A-Za-z0-9_])"
 _HARD_FAIL_RE = re.compile(
     r"Segmentation fault|core dumped|\bKilled\b|\bAborted\b|\bFATAL\b|Fatal error"
@@ -704,9 +708,10 @@ class Diagnoser:
         if failure or msg.startswith("Traceback") or _HARD_FAIL_RE.search(msg):
             self._strong_failure = True
             self._failures.append((n, msg, exc.group("type") if exc else None))
-        elif _FAIL_WORDS_RE.search(msg) or (  # prose: "fails", "启动失败" (weak evidence)
-            _NOT_SUPPORTED_RE.search(msg) and not _LEVEL_WORD_RE.search(raw)
-        ):
+        elif (  # prose: "fails", "启动失败" (weak evidence)
+            _FAIL_WORDS_RE.search(msg)
+            or (_NOT_SUPPORTED_RE.search(msg) and not _LEVEL_WORD_RE.search(raw))
+        ) and not _NO_ERROR_FIELD_RE.match(msg.strip()):
             self._failures.append((n, msg, None))
             # A person's statement (no log level on the line) that it failed is a failure; a
             # program's INFO/WARNING line saying "failed to import x, falling back" is not.

@@ -661,3 +661,12 @@ def test_not_supported_prose_is_a_failure_but_a_warning_saying_so_is_not():
     assert findings and findings[0]["pitfall"] == 2
     warning = "WARNING 03-26 13:39:39 [cpu.py:154] Pin memory is not supported on CPU.\n"
     assert diagnose_lines([warning])["findings"] == []
+
+
+def test_real_host_outputs_get_no_failure():
+    """npu-smi output, health/ECC fields ("Error Code : NA", "Error Count : 0")."""
+    samples = sorted((DATA / "samples").glob("*.txt"))
+    assert len(samples) > 50
+    results = {p.name: diagnose_file(str(p))["findings"] for p in samples}
+    invented = {name: f[0]["rule"] for name, f in results.items() if f}
+    assert invented == {}
