@@ -207,9 +207,9 @@ def test_monotonic_rule_holds_for_every_release_in_the_matrix():
         key=compat.version_key,
     )
     floors = [compat.oldest_driver(c) for c in canns]
-    assert all(floors), dict(zip(canns, floors))  # every release has a floor
+    assert all(floors), dict(zip(canns, floors, strict=True))  # every release has a floor
     keys = [compat.version_key(f[0]) for f in floors]
-    assert keys == sorted(keys), list(zip(canns, floors))
+    assert keys == sorted(keys), list(zip(canns, floors, strict=True))
 
 
 @pytest.mark.parametrize("allow_rc", [False, True])

@@ -62,7 +62,8 @@ def test_full_disk_redeploy_leaves_the_previous_model_and_no_partial_files(small
     before = {p.name: p.read_bytes() for p in old.iterdir()}
     new = model(small_fs.parent, "new-qwen3", 900_000, b"n")
     # The check refuses first, with the figures of this filesystem.
-    with pytest.raises(CheckFailed, match=r"needs 900,\d+ bytes \(87\d\.\d KiB\), [\d,]+ bytes \(.*\) free"):
+    figures = r"needs 900,\d+ bytes \(87\d\.\d KiB\), [\d,]+ bytes \(.*\) free"
+    with pytest.raises(CheckFailed, match=figures):
         staging.check_space(str(old), staging.dir_bytes(str(new)), staging.dir_bytes(str(old)))
     # Had the copy run anyway (another writer filled the disk), it fails in the staging
     # directory; discarding it leaves the previous model exactly as it was.
