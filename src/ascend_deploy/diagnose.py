@@ -21,7 +21,6 @@ settle it. Standard library only.
 
 from __future__ import annotations
 
-import bisect
 import codecs
 import gzip
 import json
@@ -299,80 +298,6 @@ def _json_unescape(text: str) -> str:
         return text
 
 
-BATCH_MIN = 64  # candidate lines in a block from which their regex checks run in one search
-
-
-def _line_safe(rx: re.Pattern[str]) -> re.Pattern[str] | None:
-    """``rx`` for a search over lines joined by newlines (``^``/``$`` at line ends), or None
-    when a line match could fail there: ``\\A``/``\\Z``, or a negative lookaround that
-    might see the newline (only literals and classes of digits, word characters and
-    punctuation are known not to)."""
-    src = rx.pattern
-    if "\\A" in src or "\\Z" in src:
-        return None
-    for m in re.finditer(r"\(\?<?!", src):
-        depth, i = 1, m.end()
-        while i < len(src) and depth:
-            ch = src[i]
-            if ch == "\\":
-                i += 2
-                continue
-            depth += ch == "("
-            depth -= ch == ")"
-            i += 1
-        body = src[m.end() : i - 1]
-        if not _SAFE_LOOK_RE.fullmatch(body):
-            return None
-    return re.compile(src, rx.flags | re.M)
-
-
-_SAFE_LOOK_RE = re.compile(r"(?:\[(?:[^\]\\^]|\\[dw.\-/_\[\]])+\]|[A-Za-z0-9_.\-/ ]|\\[dw.\-/_|])+")
-_JOINED: dict[re.Pattern[str], re.Pattern[str] | None] = {}
-
-
-def _batch_check(lines: list[str], idx: list[int], checks: tuple) -> list[int]:
-    """The lines of ``idx`` (indices into ``lines``) on which one of the check regexes
-    matches, found with one search per regex over the lines joined by newlines instead of a
-    search per line. A match that runs over a line end decides its first line by a search of
-    that line alone; the search goes on at the next line (leftmost matches: no line before a
-    match holds one)."""
-    joined = "\n".join([lines[i] for i in idx])
-    starts = []
-    pos = 0
-    for i in idx:
-        starts.append(pos)
-        pos += len(lines[i]) + 1
-    low: str | None = None
-    pres: dict[re.Pattern[str], None] = {}
-    for ci, must, pre in checks:  # literals absent from every line: the regex cannot match
-        if ci and low is None:
-            low = joined.lower()
-        hay = low if ci else joined
-        if all(any(a in hay for a in alts) for alts in must):  # type: ignore[operator]
-            pres[pre] = None
-    kept: set[int] = set()
-    for pre in pres:
-        rx = _JOINED.get(pre, False)
-        if rx is False:
-            rx = _JOINED[pre] = _line_safe(pre)
-        if rx is None:
-            kept.update(k for k, i in enumerate(idx) if k not in kept and pre.search(lines[i]))
-            continue
-        pos = 0
-        while True:
-            m = rx.search(joined, pos)
-            if m is None:
-                break
-            k = bisect.bisect_right(starts, m.start()) - 1
-            end = starts[k] + len(lines[idx[k]])
-            if m.end() <= end or pre.search(lines[idx[k]]):
-                kept.add(k)
-            if k + 1 >= len(starts):
-                break
-            pos = starts[k + 1]
-    return [idx[k] for k in kept]
-
-
 # Prefilter structures per rule set (building them costs about 30 ms), keyed by id(ruleset).
 _BUILT: dict[int, tuple[RuleSet, dict[str, Any]]] = {}
 
@@ -637,15 +562,11 @@ class Diagnoser:
             self._forward = max(0, self._forward - len(lines))
         back = False
         plans = self._plans
-        batches: dict[tuple, list[int]] = {}
         for i, ids in cand.items():
             plan = plans.get(ids)
             if plan is None:
                 plan = plans[ids] = self._plan(ids)
             widen, checks = plan
-            if checks and len(cand) > BATCH_MIN:  # checked together below
-                batches.setdefault(checks, []).append(i)
-                continue
             if checks:  # keep the line if one of its patterns can match the raw line
                 raw = lines[i]
                 low = None
@@ -679,9 +600,6 @@ class Diagnoser:
                     self._forward = max(self._forward, hi - len(lines) + 1)
                 for j in range(max(lo, 0), min(hi, len(lines) - 1) + 1):
                     need.setdefault(j, frozenset())
-        for checks, idx in batches.items():
-            for i in _batch_check(lines, idx, checks):
-                need[i] = cand[i]
         if back:
             for n, raw in self._tail:
                 if n > self._fed_upto:
