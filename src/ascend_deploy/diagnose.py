@@ -508,8 +508,9 @@ class Diagnoser:
         for lit, ids in by_literal.items():
             by_literal_ci.setdefault(lit.lower(), set()).update(ids)
         self._gate_sets = [
-            _GateSet(by_literal_ci, self._fallback_ids, [_CANN_CODE_GATE.lower()], lower=True),
-            _GateSet({}, self._fallback_ids, fallback),  # patterns without a literal
+            _GateSet(by_literal_ci, self._fallback_ids, [], lower=True),
+            # Patterns without a literal; CANN codes as every scheme reads them (upper case).
+            _GateSet({}, self._fallback_ids, [*fallback, _CANN_CODE_GATE]),
         ]
 
     def _built_state(self) -> dict[str, Any]:
