@@ -670,3 +670,23 @@ def test_real_host_outputs_get_no_failure():
     results = {p.name: diagnose_file(str(p))["findings"] for p in samples}
     invented = {name: f[0]["rule"] for name, f in results.items() if f}
     assert invented == {}
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        ("EI0006 at step 3", "hccl_timeout"),
+        ("see EJ0003 here", "hccl_port_in_use"),
+        ("ei0006", None),
+    ],
+)
+def test_a_cann_code_alone_on_a_line_is_found_as_by_reading_every_line(line, rule):
+    """The prefilter finds a CANN code (upper case, as the code schemes read it) on a line with
+    no other anchor, in a block of noise; the result equals the engine's without prefilter."""
+    text = "INFO 08-06 09:37:00 [worker.py:210] step done\n" * 300 + line + "\n"
+    found = []
+    for prefilter in (True, False):
+        d = Diagnoser(prefilter=prefilter)
+        d.feed_text(text)
+        found.append([f["rule"] for f in d.result()["findings"] if not f["guess"]])
+    assert found[0] == found[1] == ([rule] if rule else [])
