@@ -675,9 +675,9 @@ def test_real_host_outputs_get_no_failure():
 @pytest.mark.parametrize(
     ("line", "rule"),
     [
-        ("EI0006 at step 3", "hccl_timeout"),
-        ("see EJ0003 here", "hccl_port_in_use"),
-        ("ei0006", None),
+        ("EZ9999 at step 3", "npu_inner_error"),
+        ("see EI0002 here", "hccl_timeout"),
+        ("ez9999", None),
     ],
 )
 def test_a_cann_code_alone_on_a_line_is_found_as_by_reading_every_line(line, rule):
