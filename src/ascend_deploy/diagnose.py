@@ -25,8 +25,10 @@ import codecs
 import gzip
 import json
 import os
+import queue
 import re
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -1030,10 +1032,54 @@ def diagnose_stream(
             f"{name}: looks like binary data, not a text log; pass the container log "
             "(docker logs NAME > file), the journal or the captured start-up output"
         )
+    src: Any = _Prefetch(fh) if isinstance(fh, gzip.GzipFile) else fh
     try:
-        d.feed_stream(fh, name, max_mb << 20, max_seconds)
+        d.feed_stream(src, name, max_mb << 20, max_seconds)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:  # truncated gzip, read errors
         raise InputError(f"{name}: log could not be read to the end ({exc})") from None
+    finally:
+        if src is not fh:
+            src.close()
+
+
+class _Prefetch:
+    """Blocks of a stream read by a thread one block ahead (zlib inflates without the GIL, so
+    a gzip log decompresses while the previous block is matched); read errors are raised by
+    :meth:`read`. Memory: at most two blocks in flight."""
+
+    def __init__(self, fh: IO[bytes]):
+        self._fh = fh
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item: bytes | BaseException = self._fh.read(BLOCK)
+            except BaseException as exc:  # handed to the reader
+                item = exc
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if not isinstance(item, bytes) or not item:
+                return
+
+    def read(self, _size: int = -1) -> bytes:
+        if not self._thread.is_alive() and self._queue.empty():
+            return b""
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def diagnose_file(
