@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 
+from .atomic_dir import swap_into_place
 from .errors import CheckFailed, InputError
 
 STAGING_TAG = ".staging"
@@ -78,31 +79,13 @@ def discard(target: str) -> bool:
     return False
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def commit(target: str) -> None:
     """Switch the complete staging directory into place; the previous copy is removed."""
     tmp = staging_dir(target)
     if not os.path.isdir(tmp):
         raise CheckFailed(f"{tmp} does not exist: nothing staged to switch into {target}")
-    parent = os.path.dirname(tmp)
-    old = None
-    if os.path.lexists(target):
-        old = os.path.join(parent, f".{os.path.basename(target)}{OLD_TAG}{secrets.token_hex(4)}")
-        os.rename(target, old)
-    os.rename(tmp, target)
-    _fsync_dir(parent)
-    if old is not None:
-        if os.path.isdir(old) and not os.path.islink(old):
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.unlink(old)
+    old_name = f".{os.path.basename(target)}{OLD_TAG}{secrets.token_hex(4)}"
+    swap_into_place(tmp, target, old_name)
 
 
 def dir_bytes(path: str) -> int:

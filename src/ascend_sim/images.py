@@ -132,12 +132,8 @@ def engine_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
     return specs
 
 
-def find_torch_wheel(pattern: str) -> Path | None:
-    """The CPU torch wheel for the engine image: ``$ASCEND_SIM_TORCH_WHEEL`` or pip's find-links."""
-    explicit = os.environ.get("ASCEND_SIM_TORCH_WHEEL")
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    dirs = os.environ.get("PIP_FIND_LINKS", "").split()
+def _pip_config_values(key_suffix: str) -> list[str]:
+    """Values of this machine's pip configuration whose key ends with ``key_suffix``."""
     try:
         out = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"],
@@ -148,10 +144,22 @@ def find_torch_wheel(pattern: str) -> Path | None:
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         out = ""
+    values = []
     for line in out.splitlines():
         key, _, value = line.partition("=")
-        if key.strip().endswith("find-links"):
-            dirs += value.strip().strip("'\"").split()
+        if key.strip().endswith(key_suffix):
+            values.append(value.strip().strip("'\""))
+    return values
+
+
+def find_torch_wheel(pattern: str) -> Path | None:
+    """The CPU torch wheel for the engine image: ``$ASCEND_SIM_TORCH_WHEEL`` or pip's find-links."""
+    explicit = os.environ.get("ASCEND_SIM_TORCH_WHEEL")
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    dirs = os.environ.get("PIP_FIND_LINKS", "").split()
+    for value in _pip_config_values("find-links"):
+        dirs += value.split()
     dirs.append("/opt/wheels")
     for d in dirs:
         d = d.removeprefix("file://")
@@ -164,20 +172,7 @@ def find_torch_wheel(pattern: str) -> Path | None:
 def pip_cert() -> Path | None:
     """The CA bundle this machine's pip trusts (``PIP_CERT``, pip config ``cert``, system)."""
     candidates = [os.environ.get("PIP_CERT", "")]
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip().endswith(".cert"):
-            candidates.append(value.strip().strip("'\""))
+    candidates += _pip_config_values(".cert")
     candidates.append("/etc/ssl/certs/ca-certificates.crt")
     return next((Path(c) for c in candidates if c and os.path.isfile(c)), None)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from ..atomic_dir import fsync_dir, swap_into_place
 from ..errors import AscendDeployError, CheckFailed, InputError, shown
 from ..model_files import INDEX_NAME, MODELSLIM_DESCRIPTION
 from .files import MANIFEST_NAME, copy_file
@@ -177,7 +178,7 @@ def _convert(
 
                 result["verify"] = verify_output(plan, tmp)
                 result["verified"] = True
-            _fsync_dir(tmp)
+            fsync_dir(tmp)
             mask = _block_termination()
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -252,28 +253,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _swap_into_place(tmp: str, dst: str) -> None:
-    parent = os.path.dirname(dst)
-    old = None
-    if os.path.lexists(dst):
-        old = os.path.join(
-            parent, f".{os.path.basename(dst)}{OLD_TAG}{os.getpid()}-{secrets.token_hex(3)}.{_HOST}"
-        )
-        os.rename(dst, old)
-    os.rename(tmp, dst)
-    _fsync_dir(parent)
-    if old is not None:
-        if os.path.isdir(old) and not os.path.islink(old):
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.unlink(old)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    old_name = f".{os.path.basename(dst)}{OLD_TAG}{os.getpid()}-{secrets.token_hex(3)}.{_HOST}"
+    swap_into_place(tmp, dst, old_name)
 
 
 _TERMINATION = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
