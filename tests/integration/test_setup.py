@@ -28,6 +28,15 @@ IS_ROOT = os.geteuid() == 0
 # A python3 with venv and ensurepip that a non-root user can run.
 SYSTEM_PYTHON = "/usr/bin/python3"
 SETPRIV = shutil.which("setpriv")
+# `make test` runs these tests inside make: its MAKELEVEL/MAKEFLAGS would make the child print
+# "make[1]: Entering directory" lines and inherit the parent's flags.
+OUTER_MAKE = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the enclosing make's variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in OUTER_MAKE}
+    return {**env, **extra}
 
 
 def can_unshare(*flags: str) -> bool:
@@ -59,14 +68,19 @@ def test_readme_commands_start_with_the_setup_and_ci_runs_make_test():
     assert [line for line in ci if line.startswith("make ")][-1] == "make test"
     for target in ("demo", "test"):
         dry = subprocess.run(
-            ["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True
+            ["make", "-n", target],
+            cwd=REPO,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.splitlines()
         assert dry[0] == "sh docker/ci-setup.sh --no-images", (target, dry[:3])
 
 
 @pytest.mark.parametrize("target", ["demo", "test"])
 def test_make_stops_at_once_when_no_engine_answers(tmp_path, target):
-    env = {**os.environ, "DOCKER_HOST": dead_socket(tmp_path)}
+    env = clean_env(DOCKER_HOST=dead_socket(tmp_path))
     rc, out, seconds = run(["make", target], env)
     assert rc != 0 and seconds < 15, out[-2000:]
     assert f"no Docker engine answers at DOCKER_HOST={dead_socket(tmp_path)}" in out
@@ -76,7 +90,7 @@ def test_make_stops_at_once_when_no_engine_answers(tmp_path, target):
 
 
 def test_image_build_names_the_engine_not_debootstrap(tmp_path):
-    env = {**os.environ, "DOCKER_HOST": dead_socket(tmp_path)}
+    env = clean_env(DOCKER_HOST=dead_socket(tmp_path))
     rc, out, seconds = run([str(REPO / "docker/build-images.sh")], env)
     assert rc == 1 and seconds < 15, out
     assert f"images: error: no Docker engine answers at {dead_socket(tmp_path)}" in out
@@ -124,7 +138,7 @@ def test_non_root_without_docker_is_told_the_command(open_tmp):
 def test_non_root_refused_by_the_engine_is_told_the_docker_group(tmp_path):
     if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
         pytest.skip("the machine's Docker engine does not answer")
-    env = {**os.environ, "HOME": str(tmp_path)}
+    env = clean_env(HOME=str(tmp_path))
     env.pop("DOCKER_HOST", None)
     rc, out, _ = run(["sh", str(SETUP), "--no-images"], env, user=NOBODY)
     if rc == 0:
@@ -147,7 +161,7 @@ def test_setup_starts_an_engine_when_none_answers():
     bridges_before = bridges()
     sock = f"unix://{base}/d.sock"
     env = {
-        **os.environ,
+        **clean_env(),
         "DOCKER_HOST": sock,
         "DOCKERD_LOG": str(base / "dockerd.log"),
         "DOCKERD_WAIT_S": "60",
@@ -208,7 +222,7 @@ def test_make_setup_starts_dockerd_on_a_machine_without_an_engine(tmp_path):
     script.write_text(FRESH_MACHINE)
     before = bridges()
     cmd = ["unshare", "--mount", "--net", "--propagation", "private", "sh", str(script), str(REPO)]
-    rc, out, seconds = run(cmd, dict(os.environ), timeout=180)
+    rc, out, seconds = run(cmd, clean_env(), timeout=180)
     assert rc == 0, out
     assert "before: Cannot connect to the Docker daemon at unix:///var/run/docker.sock" in out
     assert "starting dockerd (log: /var/log/dockerd-ci.log)" in out
