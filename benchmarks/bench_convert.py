@@ -175,7 +175,7 @@ def measure(label: str, code: str, args: list[str]) -> dict:
 
 def compare_outputs(a_dir: str, b_dir: str) -> int:
     """Compare every tensor of two BF16 checkpoints byte for byte; returns tensors compared."""
-    from ascend_deploy.model_files import read_weight_layout
+    from ascend_deploy.model.files import read_weight_layout
 
     a, b = read_weight_layout(a_dir), read_weight_layout(b_dir)
     if set(a.weight_map) != set(b.weight_map):

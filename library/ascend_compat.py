@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_compat
 short_description: Resolve or check a matching vllm-ascend, torch_npu and CANN set
 description:
-  - Thin wrapper over C(ascend_deploy.compat). Read-only; supports check mode.
+  - Thin wrapper over C(ascend_deploy.planning.compat). Read-only; supports check mode.
   - C(resolve) picks the compat-matrix row (and its image) for the host's CANN and hardware.
   - When C(installed) is given, C(check) compares installed packages with that row.
   - When C(driver) is given, C(driver_supports_cann) says whether the driver can run that CANN.
@@ -99,8 +99,8 @@ import json
 import os
 import tempfile
 
-from ansible.module_utils.ascend_deploy import compat
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.planning import compat
 from ansible.module_utils.basic import AnsibleModule
 
 

@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_deployed
 short_description: Record a verified deployment; tell whether a host is still exactly that
 description:
-  - Thin wrapper over C(ascend_deploy.deployed_state) (deploy.yml's converged fast path).
+  - Thin wrapper over C(ascend_deploy.host.deployed_state) (deploy.yml's converged fast path).
   - C(state=check) compares the host with C(<state_dir>/deployed.json) - the desired-state
     digest, the managed files and model directories the record lists, the service's containers -
     and asks every recorded replica's C(/health). Read-only; returns C(converged), C(reasons) and
@@ -109,8 +109,8 @@ digest:
   type: str
 """
 
-from ansible.module_utils.ascend_deploy import deployed_state
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError, InputError
+from ansible.module_utils.ascend_deploy.host import deployed_state
 from ansible.module_utils.basic import AnsibleModule
 
 NEEDS = {

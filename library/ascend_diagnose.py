@@ -9,7 +9,8 @@ DOCUMENTATION = r"""
 module: ascend_diagnose
 short_description: Diagnose vLLM-Ascend logs (container log, journal, verify report)
 description:
-  - Runs C(ascend-deploy diagnose) (C(ascend_deploy/diagnose.py)) over every file in C(paths)
+  - Runs C(ascend-deploy diagnose) (C(ascend_deploy/diagnosis/engine.py)) over every file in
+    C(paths)
     (missing files are listed in C(missing), not an error, since a crashed container may have
     left no log) and returns the findings of all of them together, most likely cause first.
   - The rules are passed as content (C(rules)) because AnsiballZ ships Python files only; the
@@ -64,7 +65,7 @@ unreadable:
 import json
 import os
 
-from ansible.module_utils.ascend_deploy.diagnose import (
+from ansible.module_utils.ascend_deploy.diagnosis.engine import (
     Diagnoser,
     diagnose_stream,
     open_log,

@@ -9,7 +9,8 @@ DOCUMENTATION = r"""
 module: ascend_file_sd
 short_description: Write a Prometheus file_sd targets file with one target per vLLM replica
 description:
-  - Thin wrapper over C(ascend_deploy.file_sd). Runs on the controller (C(delegate_to=localhost),
+  - Thin wrapper over C(ascend_deploy.reporting.file_sd). Runs on the controller
+    (C(delegate_to=localhost),
     C(run_once)); deploy.yml's last play calls it (playbooks/tasks/prometheus_targets.yml).
   - Writes a JSON list of C({targets, labels}) groups as Prometheus' C(file_sd_configs) reads it,
     one group per replica labelled C(host), C(npu), C(model), C(service), C(replica).
@@ -74,8 +75,8 @@ targets:
   type: int
 """
 
-from ansible.module_utils.ascend_deploy import file_sd
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.reporting import file_sd
 from ansible.module_utils.basic import AnsibleModule
 
 

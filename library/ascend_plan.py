@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_plan
 short_description: Plan vLLM-Ascend serve arguments (TP, replicas, max length, KV, env)
 description:
-  - Thin wrapper over C(ascend_deploy.plan.make_plan). Read-only; supports check mode.
+  - Thin wrapper over C(ascend_deploy.planning.plan.make_plan). Read-only; supports check mode.
   - Never fails on an infeasible plan; returns C(feasible) and C(reasons) so the role asserts
     with the numbers.
 options:
@@ -115,7 +115,7 @@ import os
 import tempfile
 
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.plan import make_plan
+from ansible.module_utils.ascend_deploy.planning.plan import make_plan
 from ansible.module_utils.basic import AnsibleModule
 
 _DIRECT = (

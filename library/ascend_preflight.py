@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: run every read-only host check of ascend_deploy.preflight."""
+"""Ansible module: run every read-only host check of ascend_deploy.planning.preflight."""
 
 # ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
@@ -9,7 +9,8 @@ DOCUMENTATION = r"""
 module: ascend_preflight
 short_description: Run the read-only Ascend host checks and return their findings
 description:
-  - Thin wrapper over C(ascend_deploy.preflight.run_preflight). Nothing on the host changes.
+  - Thin wrapper over C(ascend_deploy.planning.preflight.run_preflight).
+    Nothing on the host changes.
   - Each finding has C(id), C(pitfall), C(status) (ok, warn or fail), C(evidence) and C(fix).
   - The module itself never fails on a failed check; the calling role asserts on C(checks)
     so that every failure message names the value and the fix.
@@ -73,9 +74,9 @@ import json
 import os
 import tempfile
 
-from ansible.module_utils.ascend_deploy import compat, plan
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.preflight import run_preflight
+from ansible.module_utils.ascend_deploy.planning import compat, plan
+from ansible.module_utils.ascend_deploy.planning.preflight import run_preflight
 from ansible.module_utils.basic import AnsibleModule
 
 

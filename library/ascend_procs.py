@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_procs
 short_description: Find processes holding the serving ports or NPU memory; end stale ones of ours
 description:
-  - Thin wrapper over C(ascend_deploy.procs.find_holders) and C(procs.stop). A holder is
+  - Thin wrapper over C(ascend_deploy.host.procs.find_holders) and C(procs.stop). A holder is
     C(managed) (ours) only when it, or a parent process, runs in a container labelled
     C(ascend-deploy.service=<service>) (every container vllm_service starts carries it). Names in
     command lines or container names never count, so another team's C(vllm serve) is foreign.
@@ -107,8 +107,8 @@ stopped:
   type: list
 """
 
-from ansible.module_utils.ascend_deploy import procs
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.host import procs
 from ansible.module_utils.basic import AnsibleModule
 
 _SHOWN = ("pid", "name", "argv", "user", "container_name", "managed_by", "npus", "memory_mb")

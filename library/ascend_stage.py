@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_stage
 short_description: Stage a model directory atomically, checking free space first
 description:
-  - Thin wrapper over C(ascend_deploy.staging). Copies go into C(.<name>.staging) beside
+  - Thin wrapper over C(ascend_deploy.model.staging). Copies go into C(.<name>.staging) beside
     C(path); C(commit) switches it into place with renames, C(absent) removes it.
   - C(state=space) is read-only (also in check mode) and fails naming the bytes needed and free.
 options:
@@ -54,8 +54,8 @@ free_bytes:
 
 import os
 
-from ansible.module_utils.ascend_deploy import staging
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.model import staging
 from ansible.module_utils.basic import AnsibleModule
 
 

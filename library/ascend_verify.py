@@ -9,7 +9,8 @@ DOCUMENTATION = r"""
 module: ascend_verify
 short_description: Prove a vLLM(-Ascend) endpoint answers correctly (readiness, smoke, suite, load)
 description:
-  - Runs the checks of C(ascend-deploy verify) (see C(ascend_deploy/verify.py)) against C(url)
+  - Runs the checks of C(ascend-deploy verify) (see C(ascend_deploy/verification/verifier.py))
+    against C(url)
     and returns the report. Read-only for the service; writes C(verify.json) and C(verify.md)
     to C(report_dir) when given.
   - Never fails because verification failed (C(ok) says it); the C(deploy_verify) role decides
@@ -90,7 +91,11 @@ import json
 import os
 
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.verify import Options, render_markdown, run_verify
+from ansible.module_utils.ascend_deploy.verification.verifier import (
+    Options,
+    render_markdown,
+    run_verify,
+)
 from ansible.module_utils.basic import AnsibleModule
 
 

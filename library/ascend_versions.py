@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: ascend_versions
 short_description: Read the Ascend driver, firmware, CANN, NNAL and Python package versions
 description:
-  - Thin wrapper over C(ascend_deploy.versions.read_versions). Read-only; supports check mode.
+  - Thin wrapper over C(ascend_deploy.host.versions.read_versions). Read-only; supports check mode.
   - Sets the fact C(ascend_versions).
 options:
   root:
@@ -36,7 +36,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.versions import read_versions
+from ansible.module_utils.ascend_deploy.host.versions import read_versions
 from ansible.module_utils.basic import AnsibleModule
 
 

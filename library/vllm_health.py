@@ -106,7 +106,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible.module_utils.ascend_deploy.diagnose import Diagnoser, parse_rules
+from ansible.module_utils.ascend_deploy.diagnosis.engine import Diagnoser, parse_rules
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
 

@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from ascend_deploy.memory_model import DEFAULT_MODEL, tokens_in  # noqa: E402
-from ascend_deploy.model_info import kv_bytes_per_token, read_architecture  # noqa: E402
+from ascend_deploy.model.info import kv_bytes_per_token, read_architecture  # noqa: E402
+from ascend_deploy.planning.memory import DEFAULT_MODEL, tokens_in  # noqa: E402
 from ascend_sim.arch_configs import tiny_configs  # noqa: E402
 
 TOKENIZER_DIR = REPO / "tests" / "data" / "tiny-qwen3-fp8"

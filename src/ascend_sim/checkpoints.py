@@ -433,7 +433,7 @@ def write_modelslim_w8a8(
     import numpy as np
 
     from ascend_deploy.fp8.safetensors_write import encode_header
-    from ascend_deploy.model_files import load_config, read_weight_layout
+    from ascend_deploy.model.files import load_config, read_weight_layout
 
     config = load_config(src_dir)
     if "quantization_config" in config:

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.model_files import (
+from ascend_deploy.model.files import (
     MODELSLIM_DESCRIPTION,
     load_config,
     read_json_file,
     read_weight_layout,
 )
-from ascend_deploy.safetensors_header import TensorInfo
+from ascend_deploy.model.safetensors_header import TensorInfo
 
 RUNNABLE_DTYPES = ("BF16", "F16", "F32")
 FP8_DTYPES = ("F8_E4M3", "F8_E5M2")

@@ -5,6 +5,9 @@ Images:
 * ``ascend-sim/host:<hash>`` (+ ``:latest``) — the simulated Ascend host (``docker/sim-host``).
 * ``quay.io/ascend/vllm-ascend:<tag>`` — the vLLM-Ascend emulator, one image per emulated
   compatibility-matrix row (``docker/vllm-ascend``).
+* ``ascend-sim/host-bare:<hash>`` (+ ``:latest``) — the simulated host without a Docker engine, the
+  Docker SDK and requests (``docker/sim-host/bare.Dockerfile``, for the ``host_bootstrap`` role);
+  built only with ``--only host-bare`` (molecule/bootstrap does).
 * ``ascend-sim/vllm-engine:<tag>`` — the same row with the real vLLM CPU engine behind the emulated
   Ascend layer (``docker/vllm-engine``; ``ENGINE_ROWS``); built only with ``--only engine``
   (molecule/engine does). Its build stages the CPU torch wheel from pip's find-links into
@@ -47,6 +50,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BASE = "debian:bookworm-slim"
 LOCAL_BASE = "ascend-sim/debian:bookworm"
 HOST_REPO = "ascend-sim/host"
+BARE_HOST_REPO = "ascend-sim/host-bare"
+BARE_HOST_DOCKERFILE = "docker/sim-host/bare.Dockerfile"
 VLLM_REPO = "quay.io/ascend/vllm-ascend"
 HASH_LABEL = "org.ascend-sim.inputs-hash"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -213,11 +218,14 @@ def stage_engine_wheels(spec: ImageSpec, repo: Path = REPO) -> None:
             shutil.copyfile(wheel, target)
 
 
-def image_specs(rows: Iterable[str] | None = None, engine: bool = False) -> list[ImageSpec]:
+def image_specs(
+    rows: Iterable[str] | None = None, engine: bool = False, bare: bool = False
+) -> list[ImageSpec]:
     """The images this repository builds; ``rows`` limits the emulator rows.
 
     The engine variants (3 GB, minutes to build) only with ``engine``: ``--only engine``;
-    molecule/engine builds its image itself.
+    molecule/engine builds its image itself. The bare host only with ``bare``
+    (``--only host-bare``; molecule/bootstrap).
     """
     chosen = list(VLLM_ROWS) if rows is None else list(rows)
     unknown = [r for r in chosen if r not in VLLM_ROWS]
@@ -228,6 +236,12 @@ def image_specs(rows: Iterable[str] | None = None, engine: bool = False) -> list
     specs = [
         ImageSpec("host", "docker/sim-host/Dockerfile", (f"{HOST_REPO}:latest",), {}, HOST_REPO)
     ]
+    if bare:
+        specs.append(
+            ImageSpec(
+                "host-bare", BARE_HOST_DOCKERFILE, (f"{BARE_HOST_REPO}:latest",), {}, BARE_HOST_REPO
+            )
+        )
     for row in chosen:
         specs.append(
             ImageSpec(
@@ -622,7 +636,11 @@ def build_all(
     force: bool = False,
     repo: Path = REPO,
 ) -> list[BuildResult]:
-    specs = image_specs(rows, engine=any(o.startswith("engine") for o in only or ()))
+    specs = image_specs(
+        rows,
+        engine=any(o.startswith("engine") for o in only or ()),
+        bare="host-bare" in (only or ()),
+    )
     if only:
         known = {s.key for s in specs} | {"vllm", "engine"}
         bad = [o for o in only if o not in known]
@@ -665,7 +683,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--only",
         action="append",
-        help="host, vllm, vllm-<row>, engine or engine-<row> (repeatable)",
+        help="host, host-bare, vllm, vllm-<row>, engine or engine-<row> (repeatable)",
     )
     b.add_argument(
         "--row", action="append", help=f"emulated vllm-ascend row ({', '.join(VLLM_ROWS)})"
@@ -703,7 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             base = args.base or next(
                 (b for b in (DEFAULT_BASE, LOCAL_BASE) if image_id(b)), DEFAULT_BASE
             )
-            for spec in image_specs(args.row, engine=True):
+            for spec in image_specs(args.row, engine=True, bare=True):
                 if spec.dockerfile == ENGINE_DOCKERFILE:
                     try:
                         stage_engine_wheels(spec)

@@ -115,8 +115,8 @@ def copy_pip_wheel(out_dir: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, os.path.join(REPO, "src"))
-    from ascend_deploy import compat
     from ascend_deploy.errors import AscendDeployError
+    from ascend_deploy.planning import compat
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)

@@ -663,7 +663,7 @@ def test_versions_and_preflight_on_a_fake_host_tree(tmp_path):
     root = tmp_path / "root"
     build("a2-cann-8.5", root)
     sys.path.insert(0, str(REPO / "src"))
-    from ascend_deploy.npu_smi import parse
+    from ascend_deploy.host.npu_smi import parse
 
     info = parse((SAMPLES / "npu-smi-info_910B4_32GB_24.1.1_partial_7.txt").read_text())
     res = run(

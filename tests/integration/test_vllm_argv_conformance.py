@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ascend_deploy.compat import find_row
+from ascend_deploy.planning.compat import find_row
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(

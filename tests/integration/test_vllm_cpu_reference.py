@@ -96,8 +96,8 @@ def real_vllm(model_dir: str, log: Path):
 def test_precision_check_against_real_vllm(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from ascend_deploy.verify_http import Client
-    from ascend_deploy.verify_precision import compare_logprobs
+    from ascend_deploy.verification.http_client import Client
+    from ascend_deploy.verification.precision import compare_logprobs
 
     ref, bad = _copies(tmp_path)
     with real_vllm(ref, tmp_path / "good.log") as url:

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from ascend_deploy.model_files import read_weight_layout
-from ascend_deploy.safetensors_header import read_header
+from ascend_deploy.model.files import read_weight_layout
+from ascend_deploy.model.safetensors_header import read_header
 from ascend_sim.checkpoints import QWEN3_ARCHS, qwen3_tensors, write_checkpoint
 
 SIZES = {"F8_E4M3": 1, "BF16": 2, "F16": 2, "F32": 4}

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from conftest import DATA
 
-from ascend_deploy import compat
 from ascend_deploy.cli import main
 from ascend_deploy.errors import CheckFailed, InputError
+from ascend_deploy.planning import compat
 
 _spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
 build_tree = importlib.util.module_from_spec(_spec)

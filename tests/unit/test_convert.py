@@ -29,7 +29,7 @@ from ascend_deploy.fp8.dequant import reference_dequantize  # noqa: E402
 from ascend_deploy.fp8.files import MANIFEST_NAME  # noqa: E402
 from ascend_deploy.fp8.plan import plan_conversion  # noqa: E402
 from ascend_deploy.fp8.verify import verify_output  # noqa: E402
-from ascend_deploy.safetensors_header import read_header  # noqa: E402
+from ascend_deploy.model.safetensors_header import read_header  # noqa: E402
 
 INDEX = "model.safetensors.index.json"
 

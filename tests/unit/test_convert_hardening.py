@@ -19,7 +19,7 @@ from test_fp8_fixtures import copy_model, fp8_template, rewrite_shard  # noqa: E
 
 from ascend_deploy.cli import main  # noqa: E402
 from ascend_deploy.errors import InputError  # noqa: E402
-from ascend_deploy.safetensors_header import read_header  # noqa: E402
+from ascend_deploy.model.safetensors_header import read_header  # noqa: E402
 
 SHARD1 = "model-00001-of-00002.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -209,7 +209,7 @@ def test_messages_quote_huge_header_values_cut_short(tmp_path):
 
 
 def test_npu_smi_messages_quote_huge_cells_cut_short():
-    from ascend_deploy.npu_smi import parse
+    from ascend_deploy.host.npu_smi import parse
 
     text = (
         "| NPU   Name   | Health | Power(W) Temp(C) Hugepages-Usage(page) |\n"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import DATA, REPO
 
-from ascend_deploy import compat
 from ascend_deploy.cli import main
 from ascend_deploy.errors import CheckFailed
+from ascend_deploy.planning import compat
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -1,4 +1,4 @@
-"""ascend_deploy.deployed_state without Docker: the bundle digest and the record's edge cases.
+"""ascend_deploy.host.deployed_state without Docker: the bundle digest and the record's edge cases.
 
 The check against real containers and a real /health server is in
 tests/integration/test_ansible_modules.py (through the Ansible module).
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from ascend_deploy import deployed_state
 from ascend_deploy.errors import InputError
+from ascend_deploy.host import deployed_state
 
 PARTS = ["deploy.yml", "playbooks/tasks", "roles", "library", "src/ascend_deploy"]
 

@@ -12,7 +12,13 @@ import pytest
 from conftest import DATA
 
 from ascend_deploy.cli import main
-from ascend_deploy.diagnose import Diagnoser, diagnose_file, diagnose_lines, load_rules, normalise
+from ascend_deploy.diagnosis.engine import (
+    Diagnoser,
+    diagnose_file,
+    diagnose_lines,
+    load_rules,
+    normalise,
+)
 from ascend_deploy.errors import InputError
 
 LOGS = DATA / "logs"
@@ -318,8 +324,8 @@ def test_bad_rules_file_is_named(tmp_path):
 
 # ----------------------------------------------------------------------------- issue 12: engine
 
-from ascend_deploy import diagnose as engine  # noqa: E402
-from ascend_deploy.diagnose import diagnose_text, parse_rules  # noqa: E402
+from ascend_deploy.diagnosis import engine  # noqa: E402
+from ascend_deploy.diagnosis.engine import diagnose_text, parse_rules  # noqa: E402
 
 WRAP_RULES = {
     "rules": [

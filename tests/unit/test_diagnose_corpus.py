@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 from conftest import DATA
 
-from ascend_deploy.diagnose import diagnose_lines, load_rules
+from ascend_deploy.diagnosis.engine import diagnose_lines, load_rules
 
 CORPUS = DATA / "diagnose" / "real"
 TARGET = 0.90

@@ -20,7 +20,7 @@ from conftest import DATA
 
 from ascend_deploy.errors import InputError
 from ascend_deploy.fp8.convert import convert_checkpoint
-from ascend_deploy.safetensors_header import read_header
+from ascend_deploy.model.safetensors_header import read_header
 from ascend_sim.engine import load_model
 from ascend_sim.tokenizer import load_tokenizer
 

@@ -1,4 +1,4 @@
-"""ascend_deploy.file_sd: target groups, validation, merge and the atomic write."""
+"""ascend_deploy.reporting.file_sd: target groups, validation, merge and the atomic write."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ascend_deploy import file_sd
 from ascend_deploy.errors import InputError
+from ascend_deploy.reporting import file_sd
 
 REPLICA = {"host": "npu-a", "address": "10.0.0.1", "port": 8001, "npus": [2, 3],
            "model": "qwen3-8b", "service": "qwen3", "replica": "qwen3-1"}  # fmt: skip

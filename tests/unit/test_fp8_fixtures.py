@@ -21,7 +21,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 from ascend_deploy.fp8.quantize import quantize_checkpoint  # noqa: E402
 from ascend_deploy.fp8.safetensors_write import encode_header  # noqa: E402
-from ascend_deploy.model_files import read_weight_layout  # noqa: E402
+from ascend_deploy.model.files import read_weight_layout  # noqa: E402
 
 TINY = {
     "hidden_size": 200,

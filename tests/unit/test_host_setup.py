@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ascend_deploy.versions import read_versions
+from ascend_deploy.host.versions import read_versions
 from ascend_sim import host_setup
 from ascend_sim.state import PRESETS_DIR, load_preset
 

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.model_info import inspect_model, kv_bytes_per_token, read_architecture
+from ascend_deploy.model.info import inspect_model, kv_bytes_per_token, read_architecture
 from ascend_sim.checkpoints import QWEN3_ARCHS, write_checkpoint
 
 

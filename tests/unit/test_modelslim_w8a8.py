@@ -20,9 +20,9 @@ from conftest import DATA, REPO
 
 from ascend_deploy.cli import main
 from ascend_deploy.fp8.convert import conversion_status
-from ascend_deploy.model_files import read_weight_layout
-from ascend_deploy.plan import make_plan
-from ascend_deploy.safetensors_header import read_header
+from ascend_deploy.model.files import read_weight_layout
+from ascend_deploy.model.safetensors_header import read_header
+from ascend_deploy.planning.plan import make_plan
 from ascend_sim.checkpoints import write_checkpoint
 from ascend_sim.vllm_emulator.sandbox import Emulator, emulator_env, make_root, write_row
 

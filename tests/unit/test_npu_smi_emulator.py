@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, SAMPLES
 
-from ascend_deploy.npu_smi import parse
+from ascend_deploy.host.npu_smi import parse
 from ascend_sim import npu_smi_emulator as emu
 from ascend_sim.state import chips, load_preset, load_state, preset_names
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import DATA, SAMPLES, sample
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.npu_smi import detect_kind, parse
+from ascend_deploy.host.npu_smi import detect_kind, parse
 
 CHIP_KEYS = [
     "npu", "chip", "phy_id", "logic_id", "name", "health", "power_w", "temp_c", "aicore_pct",

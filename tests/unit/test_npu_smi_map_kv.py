@@ -6,7 +6,7 @@ import pytest
 from conftest import DATA, sample
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.npu_smi import detect_kind, parse
+from ascend_deploy.host.npu_smi import detect_kind, parse
 
 
 def rows(name: str) -> list[dict]:

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, SAMPLES, sample
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.npu_smi import parse
+from ascend_deploy.host.npu_smi import parse
 
 PARSED = sorted(
     p.name for p in SAMPLES.glob("npu-smi*.txt") if "help" not in p.name and "topo" not in p.name

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SAMPLES
 
-from ascend_deploy import npu_smi
 from ascend_deploy.errors import CheckFailed, InputError
+from ascend_deploy.host import npu_smi
 
 CLI = str(REPO / ".venv" / "bin" / "ascend-deploy")
 INFO = SAMPLES / "npu-smi-info_910B4_32GB_24.1.1_partial_7.txt"

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from ascend_deploy import memory_model
 from ascend_deploy.cli import main
 from ascend_deploy.errors import CheckFailed, InputError
-from ascend_deploy.model_info import inspect_model
-from ascend_deploy.plan import load_rules, make_plan, parse_version, valid_tp_sizes
+from ascend_deploy.model.info import inspect_model
+from ascend_deploy.planning import memory as memory_model
+from ascend_deploy.planning.plan import load_rules, make_plan, parse_version, valid_tp_sizes
 from ascend_sim.checkpoints import with_yarn, write_checkpoint
 
 GB64, GB32 = 65536, 32768

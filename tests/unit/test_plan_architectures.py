@@ -13,9 +13,9 @@ import pytest
 
 from ascend_deploy.cli import main
 from ascend_deploy.errors import CheckFailed
-from ascend_deploy.memory_model import DEFAULT_MODEL
-from ascend_deploy.model_info import read_architecture
-from ascend_deploy.plan import describe, make_plan
+from ascend_deploy.model.info import read_architecture
+from ascend_deploy.planning.memory import DEFAULT_MODEL
+from ascend_deploy.planning.plan import describe, make_plan
 from ascend_sim.arch_configs import (
     DEEPSEEK_V3,
     LLAMA_3_1_8B,

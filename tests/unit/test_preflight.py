@@ -13,10 +13,10 @@ import time
 import pytest
 from conftest import DATA, SAMPLES, sample
 
-from ascend_deploy import npu_smi
 from ascend_deploy.cli import main
 from ascend_deploy.errors import InputError
-from ascend_deploy.preflight import hardware_of, render_table, run_preflight
+from ascend_deploy.host import npu_smi
+from ascend_deploy.planning.preflight import hardware_of, render_table, run_preflight
 from ascend_sim.checkpoints import write_checkpoint
 
 _spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
@@ -106,7 +106,7 @@ def test_driver_only_host_too_old_for_every_image_fails_with_the_upgrade(tmp_pat
 
 def test_unpublished_host_pairing_warns_with_the_note_even_when_the_lists_agree():
     """Issue 11 F: HDK 25.5 with CANN 9.1 was accepted silently (the innerversion rule said ok)."""
-    from ascend_deploy.preflight import driver_cann_check, finding
+    from ascend_deploy.planning.preflight import driver_cann_check, finding
 
     local = finding("versions.driver-cann", 1, "ok", "CANN 9.1.0 (C31) is in driver 25.5.1 list")
     f = driver_cann_check({"version": "25.5.1"}, "9.1.0", local)

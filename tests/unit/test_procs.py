@@ -14,9 +14,9 @@ import time
 import pytest
 from conftest import SAMPLES, sample
 
-from ascend_deploy import npu_smi, procs
 from ascend_deploy.cli import main
 from ascend_deploy.errors import InputError
+from ascend_deploy.host import npu_smi, procs
 
 SERVER = [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"]
 

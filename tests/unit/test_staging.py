@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ascend_deploy import staging
 from ascend_deploy.errors import CheckFailed, InputError
+from ascend_deploy.model import staging
 
 
 def model(root: Path, name: str, size: int, fill: bytes) -> Path:

@@ -12,9 +12,9 @@ import time
 import pytest
 from conftest import DATA
 
-from ascend_deploy.diagnose import diagnose_file, diagnose_lines
-from ascend_deploy.model_files import load_config, read_weight_layout
-from ascend_deploy.verify import Options, render_markdown, run_verify
+from ascend_deploy.diagnosis.engine import diagnose_file, diagnose_lines
+from ascend_deploy.model.files import load_config, read_weight_layout
+from ascend_deploy.verification.verifier import Options, render_markdown, run_verify
 from ascend_sim.vllm_emulator.memory import utilization_for_blocks
 from ascend_sim.vllm_emulator.sandbox import (
     Emulator,

@@ -15,8 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.verify import Options, run_verify
-from ascend_deploy.verify_http import (
+from ascend_deploy.verification.http_client import (
     MAX_BODY,
     BadResponse,
     Client,
@@ -24,6 +23,7 @@ from ascend_deploy.verify_http import (
     Timeout,
     TooLarge,
 )
+from ascend_deploy.verification.verifier import Options, run_verify
 
 KEY = "sk-secret-verify-http"
 Handler = Callable[[BaseHTTPRequestHandler], None]

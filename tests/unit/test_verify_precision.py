@@ -15,8 +15,8 @@ import shutil
 
 import pytest
 
-from ascend_deploy.verify_http import Client
-from ascend_deploy.verify_precision import (
+from ascend_deploy.verification.http_client import Client
+from ascend_deploy.verification.precision import (
     BF16_UNIT_ROUNDOFF,
     bf16_tolerances,
     compare_logprobs,

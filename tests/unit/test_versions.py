@@ -12,10 +12,10 @@ import sys
 import pytest
 from conftest import DATA
 
-from ascend_deploy import version_files as vf
 from ascend_deploy.cli import main
 from ascend_deploy.errors import InputError
-from ascend_deploy.versions import query_packages, read_versions
+from ascend_deploy.host import version_files as vf
+from ascend_deploy.host.versions import query_packages, read_versions
 
 _spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
 build_tree = importlib.util.module_from_spec(_spec)

@@ -15,7 +15,7 @@ import shutil
 import pytest
 from conftest import DATA
 
-from ascend_deploy.safetensors_header import read_header
+from ascend_deploy.model.safetensors_header import read_header
 from ascend_sim.vllm_emulator.sandbox import Emulator, emulator_env, make_root, write_row
 
 np = pytest.importorskip("numpy")

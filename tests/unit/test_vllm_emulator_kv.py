@@ -16,11 +16,11 @@ import re
 
 import pytest
 
-from ascend_deploy.compat import driver_supports_cann
-from ascend_deploy.memory_model import DEFAULT_MODEL, MemoryModel
-from ascend_deploy.model_files import MODELSLIM_DESCRIPTION
-from ascend_deploy.model_info import kv_bytes_per_token, read_architecture
-from ascend_deploy.plan import make_plan
+from ascend_deploy.model.files import MODELSLIM_DESCRIPTION
+from ascend_deploy.model.info import kv_bytes_per_token, read_architecture
+from ascend_deploy.planning.compat import driver_supports_cann
+from ascend_deploy.planning.memory import DEFAULT_MODEL, MemoryModel
+from ascend_deploy.planning.plan import make_plan
 from ascend_sim.arch_configs import DEEPSEEK_V3, LLAMA_3_1_8B, QWEN3_30B_A3B, tiny_configs
 from ascend_sim.checkpoints import QWEN3_ARCHS, with_yarn, write_checkpoint
 from ascend_sim.tokenizer import tokenizer_json

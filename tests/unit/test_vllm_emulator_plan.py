@@ -1,4 +1,5 @@
-"""A serving plan from ``ascend_deploy.plan`` starts on the emulated vLLM with the same numbers.
+"""A serving plan from ``ascend_deploy.planning.plan`` starts on the emulated vLLM with the same
+numbers.
 
 The emulator sizes its cache with its own code (``vllm_emulator.memory``); here the plan's
 exact argv and environment are run, and the emulator's "GPU KV cache size" must hold the plan's
@@ -12,7 +13,7 @@ import socket
 
 import pytest
 
-from ascend_deploy.plan import make_plan
+from ascend_deploy.planning.plan import make_plan
 from ascend_sim.checkpoints import write_checkpoint
 from ascend_sim.tokenizer import tokenizer_json
 from ascend_sim.vllm_emulator.sandbox import (

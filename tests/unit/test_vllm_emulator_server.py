@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from ascend_deploy.model_files import load_config, read_weight_layout
+from ascend_deploy.model.files import load_config, read_weight_layout
 from ascend_sim.vllm_emulator import messages as M
 from ascend_sim.vllm_emulator.memory import utilization_for_blocks
 from ascend_sim.vllm_emulator.sandbox import (

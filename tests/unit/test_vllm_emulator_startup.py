@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from ascend_deploy.memory_model import DEFAULT_MODEL
-from ascend_deploy.model_info import inspect_model
+from ascend_deploy.model.info import inspect_model
+from ascend_deploy.planning.memory import DEFAULT_MODEL
 from ascend_sim.checkpoints import with_yarn, write_checkpoint
 from ascend_sim.npu_registry import live_holders
 from ascend_sim.tokenizer import tokenizer_json
@@ -202,8 +202,9 @@ def test_old_driver_preset_fails_the_image_whose_cann_excludes_it(tmp_path, tiny
 def test_old_driver_preset_runs_the_image_without_a_published_refusal(tmp_path, tiny):
     # v0.11.0 carries CANN 8.3.RC2 (C23). The driver's compatible_version (C13..C19) does not
     # name it, but the CANN's own list names the driver's train C19 (as CANN 8.2.RC1's does:
-    # published for HDK 24.1.rc3), so it runs; ascend_deploy.compat has no statement either.
-    from ascend_deploy.compat import driver_supports_cann
+    # published for HDK 24.1.rc3), so it runs; ascend_deploy.planning.compat has no statement
+    # either.
+    from ascend_deploy.planning.compat import driver_supports_cann
 
     assert driver_supports_cann("24.1.rc3", "8.3.RC2") is None
     env = sandbox(tmp_path, row="v0.11.0", state=preset_state("a2-old-driver"))

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from ascend_deploy.plan import make_plan
+from ascend_deploy.planning.plan import make_plan
 from ascend_sim.vllm_emulator import messages as M
 from ascend_sim.vllm_emulator.device import REGISTRY_REL
 from ascend_sim.vllm_emulator.sandbox import (

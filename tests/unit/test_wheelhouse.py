@@ -10,7 +10,7 @@ import zipfile
 
 from conftest import REPO
 
-from ascend_deploy import compat
+from ascend_deploy.planning import compat
 
 
 def test_wheels_install_offline_and_report_the_rows_versions(tmp_path):

@@ -22,8 +22,8 @@ import json
 import sys
 
 from ascend_deploy.errors import AscendDeployError
-from ascend_deploy.model_files import load_config, read_weight_layout
-from ascend_deploy.plan import make_plan
+from ascend_deploy.model.files import load_config, read_weight_layout
+from ascend_deploy.planning.plan import make_plan
 from ascend_sim.vllm_emulator import memory
 
 FP8 = ("F8_E4M3", "F8_E5M2")

@@ -1,7 +1,8 @@
 """Verify molecule/capacity: pitfalls 5 and 6 on a simulated 8 x 910B4 32 GB host.
 
 Reads the outputs converge.yml kept (one deploy.yml run per case, npu-smi's view before the
-cases, the chosen utilization), recomputes the planner's numbers with ``ascend_deploy.plan``
+cases, the chosen utilization), recomputes the planner's numbers with
+``ascend_deploy.planning.plan``
 from the same inputs, and sends real bursts to the served replicas through the ports the
 simulated host publishes on 127.0.0.1 (never container addresses).
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ascend_deploy.plan import make_plan
+from ascend_deploy.planning.plan import make_plan
 from ascend_sim.checkpoints import write_checkpoint
 from ascend_sim.scenario_outputs import auth_headers, outputs_dir, read_case, row_of
 

@@ -87,7 +87,7 @@ def deploy(name: str, *extra: str) -> dict:
 def bundle_digest() -> str:
     """deploy.yml's fingerprint of the bundle (the parts its first play names)."""
     sys.path.insert(0, str(REPO / "src"))
-    from ascend_deploy.deployed_state import tree_digest
+    from ascend_deploy.host.deployed_state import tree_digest
 
     parts = ["deploy.yml", "playbooks/tasks", "roles", "library", "src/ascend_deploy"]
     return tree_digest(str(REPO), parts)

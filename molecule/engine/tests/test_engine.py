@@ -17,7 +17,7 @@ from pathlib import Path
 
 import openai
 
-from ascend_deploy.npu_smi import parse
+from ascend_deploy.host.npu_smi import parse
 from ascend_sim.images import ENGINE_ROWS
 from ascend_sim.scenario_outputs import api_key
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ascend_deploy import npu_smi
+from ascend_deploy.host import npu_smi
 from ascend_sim.scenario_outputs import outputs_dir, read_case, row_of
 
 OUT = outputs_dir("pitfalls")
@@ -81,7 +81,8 @@ def test_p1_resolver_picks_an_image_the_driver_runs_and_the_host_serves():
     """Unpinned, the resolver skips releases whose published HDK pairing excludes the driver.
 
     It picks the newest release without such a statement (v0.11.0, CANN 8.3.RC2). The emulated
-    torch_npu decides with the same library (ascend_deploy.compat): no published refusal, so the
+    torch_npu decides with the same library
+    (ascend_deploy.planning.compat): no published refusal, so the
     in-image check passes and the host serves v0.11.0 (never v0.23.0).
     """
     run, rows = case("p1-resolved")

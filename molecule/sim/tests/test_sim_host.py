@@ -3,7 +3,7 @@
 Runs as molecule's testinfra verifier, or by hand:
 ``pytest --hosts=ansible://all --ansible-inventory=$MOLECULE_INVENTORY_FILE molecule/sim/tests``.
 npu-smi output and version files are parsed with the project's own parsers
-(``ascend_deploy.npu_smi``, ``ascend_deploy.version_files``) on the controller.
+(``ascend_deploy.host.npu_smi``, ``ascend_deploy.host.version_files``) on the controller.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(REPO / "src"))
 
-from ascend_deploy import npu_smi, version_files  # noqa: E402
+from ascend_deploy.host import npu_smi, version_files  # noqa: E402
 from ascend_sim.scenario_outputs import auth_headers  # noqa: E402
 
 PRESET_NPUS = 8

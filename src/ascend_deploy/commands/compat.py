@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from .. import compat
 from ..cli import emit
 from ..errors import InputError
-from ..versions import read_versions
+from ..host.versions import read_versions
+from ..planning import compat
 
 _FLAG_PACKAGES = (
     ("torch", "torch"),

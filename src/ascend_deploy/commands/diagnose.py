@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..cli import emit
-from ..diagnose import DEFAULT_MAX_MB, DEFAULT_MAX_SECONDS, diagnose_file, render
+from ..diagnosis.engine import DEFAULT_MAX_MB, DEFAULT_MAX_SECONDS, diagnose_file, render
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

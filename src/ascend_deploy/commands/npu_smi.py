@@ -8,7 +8,7 @@ from typing import Any
 
 from ..cli import emit
 from ..errors import InputError, describe_path
-from ..npu_smi import KINDS, MAX_OUTPUT, parse, run_npu_smi
+from ..host.npu_smi import KINDS, MAX_OUTPUT, parse, run_npu_smi
 
 _SHOW_ARGS = {"info": ["info"], "map": ["info", "-m"], "kv": ["info", "-l"]}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..cli import emit
-from ..plan import describe, make_plan
+from ..planning.plan import describe, make_plan
 
 
 def _positive_int(text: str) -> int:

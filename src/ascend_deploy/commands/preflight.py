@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..cli import emit
-from ..compat import HARDWARE
-from ..preflight import render_table, run_preflight
-from ..procs import load_npu_info
+from ..host.procs import load_npu_info
+from ..planning.compat import HARDWARE
+from ..planning.preflight import render_table, run_preflight
 from .procs import _port
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from ..cli import emit
 from ..errors import InputError
-from ..procs import find_holders, load_npu_info, stop
+from ..host.procs import find_holders, load_npu_info, stop
 
 
 def _port(text: str) -> int:

@@ -147,7 +147,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 
 def write_report(report: dict, directory: str) -> list[str]:
-    from ..verify import render_markdown
+    from ..verification.verifier import render_markdown
 
     try:
         os.makedirs(directory, exist_ok=True)
@@ -163,7 +163,7 @@ def write_report(report: dict, directory: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..verify import Options, render_human, run_verify
+    from ..verification.verifier import Options, render_human, run_verify
 
     key = api_key(args)
     try:

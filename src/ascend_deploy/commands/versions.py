@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..cli import emit
-from ..versions import PACKAGES, read_versions
+from ..host.versions import PACKAGES, read_versions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from ..atomic_dir import fsync_dir, swap_into_place
 from ..errors import AscendDeployError, CheckFailed, InputError, shown
-from ..model_files import INDEX_NAME, MODELSLIM_DESCRIPTION
+from ..model.atomic_dir import fsync_dir, swap_into_place
+from ..model.files import INDEX_NAME, MODELSLIM_DESCRIPTION
 from .files import MANIFEST_NAME, copy_file
 from .manifest import build_manifest, dst_state, stat_entry
 from .plan import ConversionPlan, TensorJob, plan_conversion

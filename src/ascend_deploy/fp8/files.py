@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from ..model_files import INDEX_NAME
+from ..model.files import INDEX_NAME
 
 MANIFEST_NAME = "ascend-deploy-fp8-manifest.json"
 # Local download caches (huggingface-cli / modelscope) are not part of the model.

@@ -12,14 +12,14 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import InputError, shown
-from ..model_files import (
+from ..model.files import (
     INDEX_NAME,
     MODELSLIM_DESCRIPTION,
     WeightLayout,
     load_config,
     read_weight_layout,
 )
-from ..safetensors_header import TensorInfo
+from ..model.safetensors_header import TensorInfo
 from .files import other_files
 from .numeric import SCALE_DTYPES
 from .safetensors_write import encode_header

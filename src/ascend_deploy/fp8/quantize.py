@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from ..errors import InputError, shown
-from ..model_files import INDEX_NAME, load_config, read_weight_layout
+from ..model.files import INDEX_NAME, load_config, read_weight_layout
 from .files import copy_file, other_files
 from .numeric import SCALE_DTYPES, np_dtype, numpy_modules
 from .safetensors_write import encode_header

@@ -12,7 +12,7 @@ import math
 import struct
 from collections.abc import Iterable, Sequence
 
-from ..safetensors_header import DTYPE_SIZES
+from ..model.safetensors_header import DTYPE_SIZES
 
 
 def tensor_nbytes(dtype: str, shape: Sequence[int]) -> int:

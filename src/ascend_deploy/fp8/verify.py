@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from ..errors import CheckFailed, InputError, shown
-from ..model_files import INDEX_NAME, load_config, read_weight_layout
+from ..model.files import INDEX_NAME, load_config, read_weight_layout
 from .dequant import reference_dequantize, scales_to_f32
 from .numeric import numpy_modules
 from .plan import SCALE_SUFFIX, ConversionPlan, TensorJob

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.model_files import read_weight_layout
+from ascend_deploy.model.files import read_weight_layout
 
 LINEAR_RE = re.compile(r"\.(q|k|v|o|gate|up|down)_proj\.weight$")
 # A copy is made only for checkpoints this small; bigger ones (sparse test layouts) are

@@ -1,6 +1,6 @@
 """KV-cache sizing at start-up, as the emulated vLLM-Ascend measures it: its own code.
 
-This never calls the planner (``ascend_deploy.memory_model``): the emulated engine loads
+This never calls the planner (``ascend_deploy.planning.memory``): the emulated engine loads
 the served directory, profiles and sizes its cache the way vLLM does, in bytes, so a planner
 that forgets a term or mis-sizes an architecture is caught by the engine it plans for
 (molecule/capacity, tests/unit/test_vllm_emulator_kv.py).

@@ -1,6 +1,6 @@
 """What the emulated vLLM reads from a model directory: its context limit and the ModelSlim file.
 
-Written for the emulator, apart from the planner (``ascend_deploy.model_info``), so that a
+Written for the emulator, apart from the planner (``ascend_deploy.model.info``), so that a
 planner that derives a different limit or looks for another file name is refused at start-up
 as real vLLM would refuse it.
 

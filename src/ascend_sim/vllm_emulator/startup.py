@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from ascend_deploy.errors import AscendDeployError, InputError
-from ascend_deploy.model_files import load_config, read_json_file, read_weight_layout
+from ascend_deploy.model.files import load_config, read_json_file, read_weight_layout
 
 from . import device
 from . import messages as M

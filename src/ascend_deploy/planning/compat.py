@@ -12,13 +12,12 @@ requirements.txt per tag). Image suffixes follow vllm-ascend
 from __future__ import annotations
 
 import json
-import os
-import pkgutil
 import re
 from functools import lru_cache
 
-from .errors import CheckFailed, InputError
-from .versioning import (
+from ..errors import CheckFailed, InputError
+from ..resources import data_path
+from ..versioning import (
     is_prerelease,
     is_version,
     pinned_version,
@@ -27,7 +26,7 @@ from .versioning import (
     version_key,
 )
 
-MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "compat_matrix.json")
+MATRIX_PATH = data_path("compat_matrix.json")
 HARDWARE = ("a2", "a3", "a5", "310p")
 OS_VARIANTS = ("ubuntu", "openeuler")
 DEFAULT_REGISTRY = "quay.io/ascend"
@@ -135,13 +134,8 @@ HDK_PAIRINGS: list[dict] = [
 @lru_cache(maxsize=1)
 def _load(path: str) -> tuple[dict, ...]:
     try:
-        raw = pkgutil.get_data(__package__ or "ascend_deploy", "data/compat_matrix.json")
-    except (OSError, ValueError):  # not importable as a package (copied module_utils)
-        raw = None
-    try:
-        if raw is None:
-            with open(path, "rb") as fh:
-                raw = fh.read()
+        with open(path, "rb") as fh:
+            raw = fh.read()
         doc = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: compatibility matrix unreadable ({exc}); reinstall") from None

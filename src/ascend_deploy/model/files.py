@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .errors import InputError
+from ..errors import InputError
 from .safetensors_header import SafetensorsHeader, TensorInfo, read_header
 
 INDEX_NAME = "model.safetensors.index.json"

@@ -14,7 +14,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from .errors import InputError, shown
+from ..errors import InputError, shown
 
 # Bytes per element of every dtype name the format defines.
 DTYPE_SIZES: dict[str, int] = {

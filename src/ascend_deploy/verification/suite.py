@@ -22,11 +22,10 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
+from ..resources import data_path
 
-DEFAULT_SUITE = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "data", "verify_suite.yaml"
-)
+DEFAULT_SUITE = data_path("verify_suite.yaml")
 _KNOWN = {
     "id",
     "prompt",

@@ -35,8 +35,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from . import garbage
-from .diagnose_rules import (
+from ..errors import InputError, describe_path
+from ..verification import garbage
+from .rules import (
     RULES_PATH,
     CodeEntry,
     Pattern,
@@ -51,7 +52,6 @@ from .diagnose_rules import (
     trie_regex,
     value_trigger,
 )
-from .errors import InputError, describe_path
 
 __all__ = [
     "RULES_PATH",

@@ -25,10 +25,10 @@ import platform
 import shutil
 import subprocess
 
+from ..errors import InputError
+from ..versioning import is_version, same_release, version_key
 from . import version_files as vf
-from .errors import InputError
 from .npu_smi import OutputTooLarge, run_capped
-from .versioning import is_version, same_release, version_key
 
 DEFAULT_ASCEND = "/usr/local/Ascend"
 INSTALL_INFO = "/etc/ascend_install.info"

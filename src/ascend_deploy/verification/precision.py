@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .verify_http import BadResponse, Client
+from .http_client import BadResponse, Client
 
 CHAT_PROMPTS = [
     "What is the capital of France?",

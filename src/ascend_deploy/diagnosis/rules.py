@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
+from ..resources import data_path
 
 try:  # Python >= 3.11; sre_parse is deprecated there
     import re._parser as _sre_parse  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - older Pythons on target hosts
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-RULES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "diagnose_rules.json")
+RULES_PATH = data_path("diagnose_rules.json")
 
 MAX_WINDOW = 5
 CODE_SCHEMES = ("cann", "acl", "hccl")

@@ -25,7 +25,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 MAX_BODY = 32 * 1024 * 1024  # a chat answer, /v1/models or /metrics is far smaller
 MAX_ERROR_BODY = 64 * 1024

@@ -26,14 +26,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import pkgutil
 import re
 import shlex
 
-from .errors import CheckFailed, InputError
-from .memory_model import DEFAULT_MODEL, MemoryModel
-from .model_files import MODELSLIM_DESCRIPTION
-from .model_info import inspect_model
+from ..errors import CheckFailed, InputError
+from ..model.files import MODELSLIM_DESCRIPTION
+from ..model.info import inspect_model
+from ..resources import data_path
+from .memory import DEFAULT_MODEL, MemoryModel
 
 __all__ = ["MemoryModel", "load_rules", "make_plan", "parse_version", "valid_tp_sizes"]
 
@@ -83,11 +83,8 @@ def load_rules(path: str | None = None) -> dict:
     """The serving rules (``data/serve_rules.json`` inside the package, or ``path``)."""
     where = path or f"ascend_deploy/{RULES_RESOURCE}"
     try:
-        if path:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        else:
-            raw = pkgutil.get_data(__package__ or "ascend_deploy", RULES_RESOURCE) or b""
+        with open(path or data_path("serve_rules.json"), "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         raise InputError(f"{where}: cannot read the serving rules ({exc.strerror})") from None
     try:

@@ -7,7 +7,7 @@ the port or still holds HBM, and the new server fails to bind or runs out of mem
   matched to processes through the ``socket:[inode]`` links in ``/proc/<pid>/fd``; no
   ``netstat``/``ss`` needed. Only the caller's network namespace is visible, which is the
   one where a port conflict happens.
-* NPU holders come from the process table of ``npu-smi info`` (``ascend_deploy.npu_smi``).
+* NPU holders come from the process table of ``npu-smi info`` (``ascend_deploy.host.npu_smi``).
 * Owner: container id from ``/proc/<pid>/cgroup`` (64-hex id of docker, containerd, CRI-O,
   podman), systemd unit (last ``*.service``, else ``*.scope`` in the cgroup path), command line.
 
@@ -35,7 +35,7 @@ import socket
 import subprocess
 import time
 
-from .errors import InputError
+from ..errors import InputError
 
 LISTEN = "0A"
 _CONTAINER = re.compile(r"([0-9a-f]{64})")
@@ -514,8 +514,8 @@ def load_npu_info(path: str | None) -> tuple[dict | None, str | None]:
     """
     import sys
 
+    from ..errors import AscendDeployError
     from . import npu_smi
-    from .errors import AscendDeployError
 
     if path is None:
         try:

@@ -20,7 +20,7 @@ import subprocess
 import time
 from typing import Any
 
-from .errors import CheckFailed, InputError, describe_path, shown
+from ..errors import CheckFailed, InputError, describe_path, shown
 
 KINDS = ("info", "map", "kv")
 MAX_OUTPUT = 8 << 20  # npu-smi prints a few KiB; more is a broken binary or a wrong file

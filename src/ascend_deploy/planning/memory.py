@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .model_info import kv_values_per_token_per_layer
+from ..model.info import kv_values_per_token_per_layer
 
 MIB = 1 << 20
 

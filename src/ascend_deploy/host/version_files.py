@@ -13,7 +13,7 @@ import os
 import re
 import stat
 
-from .errors import InputError
+from ..errors import InputError
 
 MAX_BYTES = 1 << 20  # version files are a few hundred bytes; refuse anything huge
 CLIP = 80  # characters of a value quoted in an error message

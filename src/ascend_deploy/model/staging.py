@@ -12,8 +12,8 @@ import os
 import secrets
 import shutil
 
+from ..errors import CheckFailed, InputError
 from .atomic_dir import swap_into_place
-from .errors import CheckFailed, InputError
 
 STAGING_TAG = ".staging"
 OLD_TAG = ".replaced-"

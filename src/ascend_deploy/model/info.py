@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 
-from .errors import InputError
-from .model_files import MODELSLIM_DESCRIPTION, load_config, read_json_file, read_weight_layout
+from ..errors import InputError
+from .files import MODELSLIM_DESCRIPTION, load_config, read_json_file, read_weight_layout
 
 FP8_DTYPES = frozenset({"F8_E4M3", "F8_E5M2"})
 SCALE_SUFFIX = "_scale_inv"
@@ -233,7 +233,7 @@ def unsized_reason(config: dict, sec: dict, model_type: str | None, mla: dict | 
         return (
             f"model_type {model_type!r} is not one the planner sizes ({known}); sizing it "
             "needs its KV-cache layout per layer (attention kind, cached heads and values per "
-            "token), added to ascend_deploy.model_info"
+            "token), added to ascend_deploy.model.info"
         )
     return None
 

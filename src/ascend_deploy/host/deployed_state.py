@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
 
-from .errors import CheckFailed, InputError
+from ..errors import CheckFailed, InputError
 
 RECORD = "deployed.json"
 FORMAT = 1  # bump when the record's layout changes: an old record then means "not converged"

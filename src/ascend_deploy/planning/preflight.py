@@ -12,10 +12,10 @@ import os
 import re
 import textwrap
 
+from ..errors import AscendDeployError, CheckFailed, InputError
+from ..host.procs import find_holders
+from ..host.versions import read_versions
 from . import compat
-from .errors import AscendDeployError, CheckFailed, InputError
-from .procs import find_holders
-from .versions import read_versions
 
 MANAGEMENT_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 # Chips vllm-ascend does not support (vllm-ascend docs/source/faqs.md: Atlas 200I A2 (310B),
@@ -49,7 +49,7 @@ def hardware_of(chips: list[dict]) -> str | None:
 def _load_npu_info(npu_info: dict | None) -> tuple[dict | None, str | None]:
     if npu_info is not None:
         return npu_info, None
-    from . import npu_smi
+    from ..host import npu_smi
 
     try:
         text = npu_smi.run_npu_smi(["info"])

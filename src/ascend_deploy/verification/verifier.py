@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import garbage
-from .verify_http import (
+from .http_client import (
     BadResponse,
     Client,
     Disconnected,
@@ -42,7 +42,7 @@ from .verify_http import (
     Timeout,
     Unreachable,
 )
-from .verify_suite import Case, load_suite, suite_from_doc
+from .suite import Case, load_suite, suite_from_doc
 
 # Errors after which no further request is sent: the service is gone or stalled (each
 # request would only wait out its own deadline again).
@@ -647,7 +647,7 @@ class Verifier:
     def precision(self) -> None:
         if not self.opts.reference_model:
             return
-        from .verify_precision import compare_logprobs
+        from .precision import compare_logprobs
 
         t0 = time.monotonic()
         check = Check("precision")

@@ -18,7 +18,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 
-from .errors import InputError, shown
+from ..errors import InputError, shown
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # The labels every group carries; ``host`` decides which deploy owns a group.

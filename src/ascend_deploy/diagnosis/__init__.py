@@ -1,0 +1,1 @@
+"""Classifying a failed deployment from its logs."""

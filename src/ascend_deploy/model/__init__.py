@@ -1,0 +1,1 @@
+"""A model directory: safetensors headers, weight files, config, staging of copies."""

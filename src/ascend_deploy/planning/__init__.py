@@ -1,0 +1,1 @@
+"""Decisions made before anything starts: compatibility, memory, serve plan, preflight."""

@@ -1,0 +1,1 @@
+"""Files written for operators and monitoring (Prometheus file_sd targets)."""

@@ -1,0 +1,1 @@
+"""Checks against a running endpoint: HTTP client, suite, precision, garbage text."""
