@@ -21,15 +21,15 @@ import json
 import os
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 
-from ascend_deploy.errors import AscendDeployError, InputError
+from ascend_deploy.errors import InputError
 from ascend_deploy.model.files import load_config, read_json_file, read_weight_layout
 
 from . import device
 from . import messages as M
+from .args import parse_serve_args
 from .memory import GIB, MIB, KvBudget, kv_budget
 from .model_config import MODELSLIM_FILE as MODELSLIM_DESCRIPTION
 from .model_config import derived_max_model_len
@@ -255,8 +255,6 @@ def _register(dep: Deployment, devices: list[tuple[int, int]], memory_mb: int) -
 
 
 def _non_default_args(args: argparse.Namespace) -> dict:
-    from .cli import parse_serve_args
-
     defaults = vars(parse_serve_args([]))
     out = {}
     for k, v in vars(args).items():
@@ -532,23 +530,3 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     )
     _register(dep, devices, budget.held // MIB)
     return dep
-
-
-def serve(args: argparse.Namespace) -> int:
-    """``vllm serve``: start up, then serve until stopped. Returns the exit code."""
-    try:
-        dep = run_startup(args)
-    except StartupFailed as exc:
-        return exc.exit_code
-    except AscendDeployError as exc:
-        print(f"vllm serve: error: {exc}", file=sys.stderr)
-        return exc.exit_code if isinstance(exc, InputError) else 1
-    from .server import run_server
-
-    try:
-        return run_server(dep)
-    except AscendDeployError as exc:
-        print(f"vllm serve: error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, InputError) else 1
-    except KeyboardInterrupt:
-        return 0

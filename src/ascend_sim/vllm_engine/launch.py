@@ -97,7 +97,7 @@ def _ascend_startup(serve_argv: Sequence[str]) -> int:
     """Step 1; 0 when the emulated NPU start-up passed (sockets released, memory registered)."""
     from ascend_deploy.errors import AscendDeployError, InputError
     from ascend_sim.vllm_emulator import startup
-    from ascend_sim.vllm_emulator.cli import parse_serve_args
+    from ascend_sim.vllm_emulator.args import parse_serve_args
     from ascend_sim.vllm_emulator.versions import load_row, log_has_process_prefix
     from ascend_sim.vllm_emulator.vlog import VLog
 
