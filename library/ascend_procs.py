@@ -15,7 +15,7 @@ description:
     command lines or container names never count, so another team's C(vllm serve) is foreign.
   - Holders inside the containers listed in C(keep) are the current replicas and are never ended.
   - With C(state=absent) the module ends managed holders outside C(keep) (and foreign holders only
-    when C(kill_foreign) is true): SIGTERM, then SIGKILL after C(grace_s). Check mode reports the
+    when C(kill_foreign) is true) with SIGTERM, then SIGKILL after C(grace_s). Check mode reports the
     PIDs it would end. The calling role fails and lists foreign holders otherwise.
 options:
   ports:

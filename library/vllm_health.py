@@ -13,7 +13,7 @@ description:
     passes. A replica whose container exits is reported at once (no waiting for the timeout),
     with the last C(log_lines) lines of C(docker logs) and the failure C(cause).
   - A failed replica's log (the last C(diagnose_lines) lines) is classified by the diagnosis
-    engine of C(ascend-deploy diagnose) with the rules in C(rules): C(diagnosis) is its best
+    engine of C(ascend-deploy diagnose) with the rules in C(rules); C(diagnosis) is its best
     finding (class, evidence, fix; a guess is marked). C(cause) is C(graph_capture) when that
     finding is an ACL graph-capture failure (pitfall 4, not a guess), else C(exited),
     C(missing) or C(timeout).

@@ -9,6 +9,8 @@ from typing import Any
 from ..cli import emit
 from ..errors import InputError, describe_path
 from ..host.npu_smi import KINDS, MAX_OUTPUT, parse, run_npu_smi
+from ..reporting.tables import cell, key_values
+from ..reporting.tables import render as render_table
 
 _SHOW_ARGS = {"info": ["info"], "map": ["info", "-m"], "kv": ["info", "-l"]}
 
@@ -96,26 +98,13 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- human output
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
 def _pair(used: Any, total: Any) -> str:
-    return "-" if used is None and total is None else f"{_cell(used)} / {_cell(total)}"
+    return "-" if used is None and total is None else f"{cell(used)} / {cell(total)}"
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     """Left-aligned text table, two spaces between columns."""
-    text = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in text)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in text:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines)
+    return "\n".join(render_table(headers, rows))
 
 
 def render(result: dict) -> str:
@@ -186,6 +175,5 @@ def render(result: dict) -> str:
         )
     blocks = []
     for record in result["records"]:
-        width = max((len(k) for k in record), default=0)
-        blocks.append("\n".join(f"{k.ljust(width)} : {v}" for k, v in record.items()))
+        blocks.append("\n".join(key_values(record)))
     return "\n\n".join(blocks)

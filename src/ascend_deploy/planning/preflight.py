@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import textwrap
 
 from ..errors import AscendDeployError, CheckFailed, InputError
 from ..host.procs import find_holders
 from ..host.versions import read_versions
+from ..reporting import tables
+from ..reporting.tables import Column
 from . import compat
 
 MANAGEMENT_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
@@ -621,23 +622,18 @@ def run_preflight(
 def render_table(checks: list[dict], width: int = 150) -> str:
     """Human table: id, pitfall, status, evidence, fix (long cells wrap)."""
     id_w = max([len("CHECK")] + [len(c["id"]) for c in checks])
-    fixed = id_w + 3 + 7 + 3 + 6 + 3
-    rest = max(40, width - fixed)
+    rest = max(40, width - (id_w + 3 + 7 + 3 + 6 + 3))
     ev_w = rest * 55 // 100
-    fix_w = rest - ev_w - 3
-    lines = [
-        f"{'CHECK':<{id_w}} | PIT | STATUS | {'EVIDENCE':<{ev_w}} | FIX",
-        f"{'-' * id_w}-+-----+--------+-{'-' * ev_w}-+-{'-' * fix_w}",
+    columns = [
+        Column("CHECK"),
+        Column("PIT", align=">"),
+        Column("STATUS"),
+        Column("EVIDENCE", ev_w),
+        Column("FIX", rest - ev_w - 3),
     ]
-    for c in checks:
-        ev = textwrap.wrap(c["evidence"], ev_w, break_on_hyphens=False) or [""]
-        fx = textwrap.wrap(c.get("fix") or "", fix_w, break_on_hyphens=False) or [""]
-        pit = "-" if c.get("pitfall") is None else str(c["pitfall"])
-        for i in range(max(len(ev), len(fx))):
-            first = i == 0
-            lines.append(
-                f"{c['id'] if first else '':<{id_w}} | {pit if first else '':>3} | "
-                f"{c['status'].upper() if first else '':<6} | "
-                f"{ev[i] if i < len(ev) else '':<{ev_w}} | {fx[i] if i < len(fx) else ''}".rstrip()
-            )
-    return "\n".join(lines)
+    pit = ["-" if c.get("pitfall") is None else c["pitfall"] for c in checks]
+    rows = [
+        [c["id"], p, c["status"].upper(), c["evidence"], c.get("fix")]
+        for c, p in zip(checks, pit, strict=True)
+    ]
+    return "\n".join(tables.render(columns, rows, sep=" | ", rule="-+-", blank=""))
