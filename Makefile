@@ -3,6 +3,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # molecule and ansible-lint call ansible-* tools by name
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# The simulator (ascend_sim) is not installed (not in the wheel): it runs from src/.
+export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup venv lint unit images test demo demo-down bench clean
 
