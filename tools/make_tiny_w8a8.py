@@ -3,7 +3,7 @@
 The FP8 test model is converted to BF16 with the bundle's converter, then quantized by
 ``ascend_sim.checkpoints.write_modelslim_w8a8`` with the verification questions (in Qwen3's
 chat format) as calibration prompts. Deterministic: running it again gives the same bytes
-(tests/unit/test_modelslim_w8a8.py checks that).
+(tests/unit/fp8/test_modelslim_w8a8.py checks that).
 
     .venv/bin/python tools/make_tiny_w8a8.py --out tests/data/tiny-qwen3-w8a8
 """

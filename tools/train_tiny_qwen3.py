@@ -859,7 +859,7 @@ def write_readme(model_dir: str) -> None:
             "answer token of the scales-ignored model below 10% probability. "
         )
     broken += (
-        "`tests/unit/test_engine.py` checks that this broken conversion passes none of "
+        "`tests/unit/sim/test_engine.py` checks that this broken conversion passes none of "
         "the verification questions."
     )
     stages = "\n".join(

@@ -335,8 +335,9 @@ def test_convert_garbage_config_is_one_line_naming_the_file(tmp_path):
 def test_procs_names_in_command_lines_never_make_a_process_ours(tmp_path):
     """Issue 11 E: `vllm serve` of another team is foreign even for the service called vllm.
 
-    Ours are only processes in containers labelled ascend-deploy.service (tests/unit/test_procs.py
-    and tests/integration/test_undeploy.py show those with real containers).
+    Ours are only processes in containers labelled ascend-deploy.service
+    (tests/unit/host/test_procs.py and tests/integration/test_undeploy.py show those with real
+    containers).
     """
     port_a, port_b = free_port(), free_port()
     server = (

@@ -118,7 +118,7 @@ def _copies(tmp_path: Path) -> tuple[str, str]:
 
     from ascend_deploy.fp8.convert import convert_checkpoint
 
-    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    sys.path.insert(0, str(REPO / "tests" / "unit" / "verification"))
     from test_verify_precision import PERTURBED, TINY_FP8
 
     ref = str(tmp_path / "qwen3-tiny")

@@ -3,7 +3,7 @@
 This never calls the planner (``ascend_deploy.planning.memory``): the emulated engine loads
 the served directory, profiles and sizes its cache the way vLLM does, in bytes, so a planner
 that forgets a term or mis-sizes an architecture is caught by the engine it plans for
-(molecule/capacity, tests/unit/test_vllm_emulator_kv.py).
+(molecule/capacity, tests/unit/sim/vllm_emulator/test_vllm_emulator_kv.py).
 
 vLLM (``Worker.determine_available_memory`` in vllm-ascend ``worker_v1``, vLLM ``gpu_worker``):
 the instance may use ``total x gpu_memory_utilization``; it subtracts what the card already

@@ -391,8 +391,8 @@ def _messages_ok(messages: object) -> list[dict]:
     return out
 
 
-# TEST-ONLY switch (used by tests/unit/test_verify*.py): ASCEND_SIM_TEST_CRASH_ON_REQUEST=N makes
-# the engine die on the N-th generation request, the way a ready service can still die on its
+# TEST-ONLY switch (tests/unit/verification/test_verify*.py): ASCEND_SIM_TEST_CRASH_ON_REQUEST=N
+# makes the engine die on the N-th generation request, the way a ready service can still die on its
 # first request (a device fault at the first forward pass): the EngineCore error is printed and
 # the process exits without answering. Never set in images or playbooks.
 _test_requests = 0

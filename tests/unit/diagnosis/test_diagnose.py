@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA
+from conftest import DATA, REPO
 
 from ascend_deploy.cli import main
 from ascend_deploy.diagnosis.engine import (
@@ -104,7 +104,7 @@ def test_rules_cover_all_pitfalls_and_name_bundle_variables():
         assert neighbour in ids
     defaults = ""
     for role in ("vllm_service", "ascend_runtime", "model_weights"):
-        defaults += (DATA.parent.parent / "roles" / role / "defaults" / "main.yml").read_text()
+        defaults += (REPO / "roles" / role / "defaults" / "main.yml").read_text()
     for r in rules:
         if r.variable:
             assert f"\n{r.variable}:" in defaults, f"{r.id}: {r.variable} is not a role default"

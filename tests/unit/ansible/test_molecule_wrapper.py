@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-WRAPPER = Path(__file__).resolve().parents[1] / "integration" / "test_molecule.py"
+WRAPPER = REPO / "tests" / "integration" / "test_molecule.py"
 spec = importlib.util.spec_from_file_location("molecule_wrapper", WRAPPER)
 wrapper = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(wrapper)

@@ -14,6 +14,7 @@ import os
 import shutil
 
 import pytest
+from conftest import DATA
 
 from ascend_deploy.verification.http_client import Client
 from ascend_deploy.verification.precision import (
@@ -25,7 +26,7 @@ from ascend_deploy.verification.precision import (
 )
 from ascend_sim.vllm_emulator.sandbox import Emulator, emulator_env, make_root, write_row
 
-TINY_FP8 = os.path.join(os.path.dirname(__file__), "..", "data", "tiny-qwen3-fp8")
+TINY_FP8 = str(DATA / "tiny-qwen3-fp8")
 PERTURBED = "model.layers.1.mlp.down_proj.weight"
 
 
