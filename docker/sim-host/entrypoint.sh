@@ -8,6 +8,10 @@
 #     start 0.4-1 s), vfs otherwise (works everywhere; every container start copies the whole
 #     image, 2-4 s for the emulator image, measured here); ASCEND_SIM_STORAGE_DRIVER pins one;
 #  4. /run/ascend-sim/ready marks the host as usable; then wait for SIGTERM.
+# With ASCEND_SIM_ENGINE=init (the bare host, docker/sim-host/bare.Dockerfile) step 3 is what a
+# sysvinit boot does instead: the entrypoint starts no dockerd of its own, it runs
+# `/etc/init.d/docker start` when the docker.io package is installed and enabled (an
+# /etc/rc2.d/S*docker link), and stops it on SIGTERM; the host is ready without an engine.
 set -eu
 
 STATE="${ASCEND_SIM_STATE:-/etc/ascend-sim/state.json}"
@@ -56,7 +60,27 @@ python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("ascen
 python3 -m ascend_sim.host_setup --state "$STATE" || die "ascend_sim.host_setup --state $STATE failed (exit $?)"
 
 # A restarted container keeps stale pid files that would stop dockerd from starting.
-rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+rm -f /var/run/docker.pid /var/run/docker-ssd.pid /var/run/docker/containerd/containerd.pid
+
+if [ "${ASCEND_SIM_ENGINE:-entrypoint}" = init ]; then
+    # shellcheck disable=SC2317  # called by the trap
+    stop_init() {
+        log "stopping"
+        rm -f "$READY"
+        [ ! -x /etc/init.d/docker ] || /etc/init.d/docker stop >/dev/null 2>&1 || true
+        exit 0
+    }
+    trap stop_init TERM INT
+    if [ -x /etc/init.d/docker ] && ls /etc/rc2.d/S*docker >/dev/null 2>&1; then
+        /etc/init.d/docker start || log "warning: /etc/init.d/docker start failed (exit $?)"
+    fi
+    touch "$READY"
+    log "ready ($(hostname), no Docker engine started by the entrypoint: init mode)"
+    while :; do
+        sleep 5 &
+        wait $! || true
+    done
+fi
 # overlay2 needs a mount of type overlay on the volume's filesystem (not on an overlay root).
 overlay_works() {
     probe=/var/lib/docker/.overlay-probe
