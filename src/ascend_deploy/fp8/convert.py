@@ -12,7 +12,6 @@ directory; SRC is only ever opened read-only.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import secrets
@@ -27,6 +26,7 @@ from typing import Any
 
 from ..errors import AscendDeployError, CheckFailed, InputError, shown
 from ..model.atomic_dir import fsync_dir, swap_into_place
+from ..model.checksums import sha256_file
 from ..model.files import INDEX_NAME, MODELSLIM_DESCRIPTION
 from .files import MANIFEST_NAME, copy_file
 from .manifest import build_manifest, dst_state, stat_entry
@@ -424,17 +424,12 @@ def _schedule(plan: ConversionPlan, sizes: dict[str, int]) -> list[TensorJob | s
 
 def _hash(src: str, name: str, stop: threading.Event) -> str:
     """sha256 of a source file; gives up with ``_Stopped`` once the run is stopped."""
-    digest = hashlib.sha256()
-    buf = bytearray(HASH_STEP)
-    view = memoryview(buf)
-    with open(os.path.join(src, name), "rb", buffering=0) as fh:
-        while True:
-            if stop.is_set():
-                raise _Stopped
-            n = fh.readinto(buf)
-            if not n:
-                return digest.hexdigest()
-            digest.update(view[:n])
+
+    def check() -> None:
+        if stop.is_set():
+            raise _Stopped
+
+    return sha256_file(os.path.join(src, name), HASH_STEP, check)
 
 
 class _Context:

@@ -7,29 +7,16 @@ is converted again, and a DST that is not our output is never overwritten by acc
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 
 from .. import __version__
+from ..model.checksums import sha256_file
 from . import CONVERTER_VERSION
 from .files import MANIFEST_NAME
 
 KIND = "ascend-deploy fp8-to-bf16"
-
-
-def sha256_file(path: str, chunk: int = 4 << 20) -> str:
-    h = hashlib.sha256()
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
-        while True:
-            n = fh.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-    return h.hexdigest()
 
 
 def stat_entry(path: str) -> dict:
