@@ -11,8 +11,8 @@ from conftest import DATA
 
 from ascend_deploy.errors import InputError
 from ascend_deploy.verification.garbage import bad_logprobs, detect
+from ascend_deploy.verification.responses import parse_metrics, percentile, split_thinking
 from ascend_deploy.verification.suite import DEFAULT_SUITE, load_suite
-from ascend_deploy.verification.verifier import parse_metrics, percentile, split_thinking
 
 # What the tiny model was trained to answer (tools/train_tiny_qwen3.py) and what a real Qwen3
 # answers: none of it may be called garbage.

@@ -23,7 +23,7 @@ from ascend_sim.checkpoints import with_yarn, write_checkpoint
 from ascend_sim.npu_registry import live_holders
 from ascend_sim.tokenizer import tokenizer_json
 from ascend_sim.vllm_emulator import messages as M
-from ascend_sim.vllm_emulator.cli import parse_serve_args
+from ascend_sim.vllm_emulator.args import parse_serve_args
 from ascend_sim.vllm_emulator.device import REGISTRY_REL
 from ascend_sim.vllm_emulator.sandbox import (
     Emulator,
