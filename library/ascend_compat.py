@@ -49,7 +49,8 @@ options:
   matrix:
     description:
       - Content of C(ascend_deploy/data/compat_matrix.json). AnsiballZ ships only Python files,
-        so the role reads the matrix on the controller and passes it here.
+        so the role reads the matrix on the controller and passes it here; the library
+        resolves against it as it is.
     type: dict
   fail_on_error:
     description: Fail when no row matches; when false, return C(error) instead.
@@ -95,17 +96,17 @@ error:
   type: str
 """
 
-import json
-import os
-import tempfile
-
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.ascend_deploy.planning import compat
 from ansible.module_utils.basic import AnsibleModule
 
 
 def _resolve(p: dict) -> dict:
-    where = {"os_variant": p["os_variant"] or None, "registry": p["registry"]}
+    where = {
+        "os_variant": p["os_variant"] or None,
+        "registry": p["registry"],
+        "matrix": p["matrix"],
+    }
     if p["vllm_ascend"]:
         return compat.resolve_pinned(p["vllm_ascend"], p["hardware"], **where)
     options = {"python": p["python"], "allow_rc": p["allow_rc"], **where}
@@ -133,12 +134,6 @@ def main() -> None:
     )
     p = module.params
     result: dict = {"changed": False, "findings": []}
-    tmp = None
-    if p["matrix"] is not None:
-        tmp = tempfile.TemporaryDirectory(prefix="ascend-compat-")
-        compat.MATRIX_PATH = os.path.join(tmp.name, "compat_matrix.json")
-        with open(compat.MATRIX_PATH, "w", encoding="utf-8") as fh:
-            json.dump(p["matrix"], fh)
     try:
         row = _resolve(p)
     except AscendDeployError as exc:
@@ -154,7 +149,7 @@ def main() -> None:
     cann = p["cann"] or row.get("cann")
     try:
         if p["installed"] is not None:
-            result["findings"] = compat.check(p["installed"], cann, p["hardware"])
+            result["findings"] = compat.check(p["installed"], cann, p["hardware"], p["matrix"])
         if p["driver"]:
             verdict = compat.driver_supports_cann(p["driver"], row["cann"])
             result["driver_supports_cann"] = verdict

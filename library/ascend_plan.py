@@ -26,9 +26,20 @@ options:
     type: int
     default: 0
   npus:
-    description: Number of NPUs available for this service.
+    description:
+      - Number of NPUs available for this service (NPUs 0 to npus-1).
+      - One NPU when neither this nor C(npu_ids) is given.
     type: int
-    default: 1
+  npu_ids:
+    description:
+      - Ids of the NPUs this service gets (C(npu-smi) NPU ids); replaces C(npus).
+      - Each replica's C(/dev/davinciN) devices and C(ASCEND_RT_VISIBLE_DEVICES) name these ids.
+    type: list
+    elements: int
+  service:
+    description: Service name; replica I(i) runs in the container C(<service>-<i>).
+    type: str
+    default: vllm
   hardware:
     description: Hardware family (a2, a3, 310p).
     type: str
@@ -85,7 +96,8 @@ options:
   rules:
     description:
       - Content of C(ascend_deploy/data/serve_rules.json). AnsiballZ ships only Python files,
-        so the role reads the rules on the controller and passes them here.
+        so the role reads the rules on the controller and passes them here; they go to
+        C(make_plan) as they are.
     type: dict
   options:
     description: Further keyword arguments for C(make_plan), passed unchanged.
@@ -105,14 +117,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: The plan (feasible, reasons, tp, replicas, max_model_len, argv, env, ...).
+  description:
+    - The plan (feasible, reasons, tp, replicas, max_model_len, argv, env, ...).
+    - C(replica_launch) holds one complete spec per replica (name, index, npus, devices,
+      port, env, argv).
   returned: success
   type: dict
 """
-
-import json
-import os
-import tempfile
 
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.ascend_deploy.planning.plan import make_plan
@@ -137,6 +148,7 @@ _DIRECT = (
     "api_key_env",
     "extra_args",
     "served_model_dir",
+    "service",
 )
 
 
@@ -146,7 +158,9 @@ def main() -> None:
             "model_dir": {"type": "path", "required": True},
             "hbm_total_mb": {"type": "int", "required": True},
             "hbm_used_mb": {"type": "int", "default": 0},
-            "npus": {"type": "int", "default": 1},
+            "npus": {"type": "int"},
+            "npu_ids": {"type": "list", "elements": "int"},
+            "service": {"type": "str", "default": "vllm"},
             "hardware": {"type": "str", "default": "a2"},
             "vllm_ascend": {"type": "str"},
             "max_model_len": {"type": "int"},
@@ -165,22 +179,20 @@ def main() -> None:
             "rules": {"type": "dict"},
             "options": {"type": "dict", "default": {}},
         },
+        mutually_exclusive=[("npus", "npu_ids")],
         supports_check_mode=True,
     )
     p = module.params
     kwargs = {name: p[name] for name in _DIRECT}
+    if p["npu_ids"] is not None:
+        kwargs["npus"] = p["npu_ids"]
     kwargs.update(p["options"])
-    with tempfile.TemporaryDirectory(prefix="ascend-plan-") as tmp:
-        if p["rules"] is not None:
-            kwargs["rules_path"] = os.path.join(tmp, "serve_rules.json")
-            with open(kwargs["rules_path"], "w", encoding="utf-8") as fh:
-                json.dump(p["rules"], fh)
-        try:
-            plan = make_plan(p["model_dir"], **kwargs)
-        except AscendDeployError as exc:
-            module.fail_json(msg=str(exc))
-        except TypeError as exc:
-            module.fail_json(msg=f"ascend_plan: unsupported option in 'options': {exc}")
+    try:
+        plan = make_plan(p["model_dir"], rules=p["rules"], **kwargs)
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    except TypeError as exc:
+        module.fail_json(msg=f"ascend_plan: unsupported option in 'options': {exc}")
     module.exit_json(changed=False, plan=plan)
 
 

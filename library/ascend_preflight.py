@@ -69,27 +69,9 @@ checks:
   elements: dict
 """
 
-import functools
-import json
-import os
-import tempfile
-
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.planning import compat, plan
 from ansible.module_utils.ascend_deploy.planning.preflight import run_preflight
 from ansible.module_utils.basic import AnsibleModule
-
-
-def _write(directory: str, name: str, doc: dict) -> str:
-    path = os.path.join(directory, name)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    return path
-
-
-def _load_rules(original, rules_path: str, path: str | None = None) -> dict:
-    """plan.load_rules reading the rules passed by the role (package data is not shipped)."""
-    return original(path or rules_path)
 
 
 def main() -> None:
@@ -108,12 +90,6 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    tmp = tempfile.TemporaryDirectory(prefix="ascend-preflight-")
-    if p["matrix"] is not None:
-        compat.MATRIX_PATH = _write(tmp.name, "compat_matrix.json", p["matrix"])
-    if p["rules"] is not None:
-        rules_path = _write(tmp.name, "serve_rules.json", p["rules"])
-        plan.load_rules = functools.partial(_load_rules, plan.load_rules, rules_path)
     try:
         result = run_preflight(
             root=p["root"],
@@ -122,6 +98,8 @@ def main() -> None:
             npu_info=p["npu_info"],
             service=p["service"],
             hardware=p["hardware"],
+            matrix=p["matrix"],
+            rules=p["rules"],
             **p["options"],
         )
     except AscendDeployError as exc:

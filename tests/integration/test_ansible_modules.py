@@ -239,6 +239,62 @@ def test_compat_picks_newest_release_the_driver_runs_and_refuses_a_pinned_one(tm
     assert res["unknown"]["failed"] and "v9.9.9" in res["unknown"]["msg"]
 
 
+def _renamed(matrix: dict, old: str, new: str) -> dict:
+    doc = json.loads(json.dumps(matrix))
+    for row in doc["rows"]:
+        if row["vllm_ascend"] == old:
+            row["vllm_ascend"] = new
+    return doc
+
+
+def test_compat_and_preflight_use_the_matrix_and_rules_they_are_given(tmp_path, big_fp8):
+    """The role's controller lookups reach the library as they are (no file, no patching)."""
+    sys.path.insert(0, str(REPO / "tests" / "data" / "hosts"))
+    from build_tree import build  # type: ignore[import-not-found]
+
+    root = tmp_path / "root"
+    build("a2-toolkit-8.2", root)
+    info = json.loads(json.dumps(_npu_info("npu-smi-info_910B4_32GB_24.1.1_partial_7.txt")))
+    matrix = _renamed(MATRIX, "v0.9.1", "v0.9.1.post7")
+    rules = json.loads(json.dumps(RULES))
+    del rules["hardware"]["a2"]
+    res = run(
+        tmp_path,
+        [
+            {"id": "compat", "ascend_compat": {"cann": "8.2.RC1", "matrix": matrix}},
+            {"id": "shipped", "ascend_compat": {"cann": "8.2.RC1", "matrix": MATRIX}},
+            {
+                "id": "pre",
+                "ascend_preflight": {
+                    "root": str(root),
+                    "npu_info": info,
+                    "model_dir": str(big_fp8),
+                    "matrix": matrix,
+                    "rules": rules,
+                },
+            },
+            {
+                "id": "plan",
+                "ascend_plan": {"model_dir": str(big_fp8), "hbm_total_mb": 65536, "rules": rules},
+            },
+        ],
+    )
+    assert res["compat"]["row"]["vllm_ascend"] == "v0.9.1.post7", res["compat"]
+    assert res["compat"]["image"] == "quay.io/ascend/vllm-ascend:v0.9.1.post7"
+    assert res["shipped"]["row"]["vllm_ascend"] == "v0.9.1"
+    checks = {c["id"]: c for c in res["pre"]["checks"]}
+    assert "vllm-ascend:v0.9.1.post7" in checks["compat.runtime"]["evidence"], checks
+    assert "unknown hardware 'a2'" in checks["model.plan"]["evidence"]
+    assert res["plan"]["failed"] and "unknown hardware 'a2'" in res["plan"]["msg"]
+
+
+def _npu_info(sample_name: str) -> dict:
+    sys.path.insert(0, str(REPO / "src"))
+    from ascend_deploy.host.npu_smi import parse
+
+    return parse((SAMPLES / sample_name).read_text())
+
+
 # ----------------------------------------------------------------------------- plan
 
 
@@ -286,6 +342,61 @@ def test_plan_fp8_4b_on_eight_64g_cards_one_replica_per_card(tmp_path, big_fp8):
     assert "--api-key" not in plan["argv"]
     assert "valid sizes: 1, 2, 4, 8" in res["tp3"]["msg"]
     assert res["quant"]["failed"] and "--quantization ascend" in res["quant"]["msg"]
+
+
+def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
+    """NPUs [2, 5] at TP 2: the spec the role starts as it is (devices, env, name, port)."""
+    rules = json.loads(json.dumps(RULES))
+    rules["env"].append({"name": "ASCEND_DEPLOY_PROBE", "value": "role-rules", "when": {}})
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "p",
+                "ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "hbm_total_mb": 65536,
+                    "npu_ids": [2, 5],
+                    "tp": 2,
+                    "service": "qwen3",
+                    "port": 8100,
+                    "rules": rules,
+                },
+            },
+            {
+                "id": "both",
+                "ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "hbm_total_mb": 65536,
+                    "npus": 2,
+                    "npu_ids": [2, 5],
+                    "rules": RULES,
+                },
+            },
+        ],
+    )
+    plan = res["p"]["plan"]
+    assert plan["feasible"] and plan["replicas"] == 1, plan["reasons"]
+    assert plan["replica_launch"] == [
+        {
+            "name": "qwen3-0",
+            "index": 0,
+            "npus": [2, 5],
+            "devices": [
+                "/dev/davinci2",
+                "/dev/davinci5",
+                "/dev/davinci_manager",
+                "/dev/devmm_svm",
+                "/dev/hisi_hdc",
+            ],
+            "port": 8100,
+            "env": plan["env"],
+            "argv": plan["argv"],
+        }
+    ]
+    assert plan["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "2,5"
+    assert plan["env"]["ASCEND_DEPLOY_PROBE"] == "role-rules"
+    assert res["both"]["failed"] and "mutually exclusive" in res["both"]["msg"]
 
 
 # ----------------------------------------------------------------------------- convert

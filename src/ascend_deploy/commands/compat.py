@@ -96,8 +96,9 @@ def render_findings(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    matrix = compat.read_matrix()  # the shipped matrix, read once here
     if args.action == "resolve":
-        where = {"os_variant": args.os_variant, "registry": args.registry}
+        where = {"os_variant": args.os_variant, "registry": args.registry, "matrix": matrix}
         options = {"python": args.python, "allow_rc": args.allow_rc, **where}
         if args.vllm_ascend:
             row = compat.resolve_pinned(args.vllm_ascend, args.hardware, **where)
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"compat check: no CANN installed under --root {args.root}; pass --cann VER"
         )
-    findings = compat.check(installed, cann, args.hardware)
+    findings = compat.check(installed, cann, args.hardware, matrix)
     result = {
         "cann": cann,
         "hardware": args.hardware,

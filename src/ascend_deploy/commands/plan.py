@@ -6,6 +6,7 @@ import argparse
 
 from ..cli import emit
 from ..planning.plan import describe, make_plan
+from ..planning.rules import load_rules
 
 
 def _positive_int(text: str) -> int:
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         args.model_dir,
         hbm_total_mb=args.hbm_total_mb,
         hbm_used_mb=args.hbm_used_mb,
-        npus=args.npus,
+        npus=list(range(args.npus)),
         hardware=args.hardware,
         vllm_ascend=args.vllm_ascend,
         max_model_len=args.max_model_len,
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         api_key_env=args.api_key_env,
         extra_args=args.extra_arg,
         served_model_dir=args.served_model_dir,
+        rules=load_rules(),
     )
     emit(plan, args.json, describe)
     return 0 if plan["feasible"] else 1

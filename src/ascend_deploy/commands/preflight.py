@@ -6,8 +6,9 @@ import argparse
 
 from ..cli import emit
 from ..host.procs import load_npu_info
-from ..planning.compat import HARDWARE
+from ..planning.compat import HARDWARE, read_matrix
 from ..planning.preflight import render_table, run_preflight
+from ..planning.rules import load_rules
 from .procs import _port
 
 
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         service=args.service,
         hardware=args.hardware,
         python=args.python,
+        matrix=read_matrix(),
+        rules=load_rules(),
     )
     emit(result, args.json, render)
     return 0 if result["ok"] else 1

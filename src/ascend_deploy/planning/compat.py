@@ -7,6 +7,10 @@ requirements.txt per tag). Image suffixes follow vllm-ascend
 ``.github/workflows/schedule_image_build_and_push.yaml`` (shared/reference/vllm-ascend.md
 §2.1). Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
 (docs/compat-sources.md). Standard library only.
+
+The matrix is an argument: every function that reads rows takes ``matrix`` (the
+compat_matrix.json document, read once with ``read_matrix`` by the CLI or looked up on the
+controller by the roles); None means the shipped matrix.
 """
 
 from __future__ import annotations
@@ -131,23 +135,33 @@ HDK_PAIRINGS: list[dict] = [
 # ----------------------------------------------------------------------------- matrix
 
 
-@lru_cache(maxsize=1)
-def _load(path: str) -> tuple[dict, ...]:
+def matrix_rows(matrix: object, where: str = "compatibility matrix") -> list[dict]:
+    """The ``rows`` of a compat_matrix.json document, else InputError."""
+    rows = matrix.get("rows") if isinstance(matrix, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise InputError(f"{where}: compatibility matrix has no 'rows' list; reinstall")
+    return rows
+
+
+@lru_cache(maxsize=4)
+def read_matrix(path: str = MATRIX_PATH) -> dict:
+    """The matrix document in ``path`` (default: the shipped one), read once per process.
+
+    Shared between callers: pass it on, do not modify it.
+    """
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
         doc = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: compatibility matrix unreadable ({exc}); reinstall") from None
-    rows = doc.get("rows") if isinstance(doc, dict) else None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise InputError(f"{path}: compatibility matrix has no 'rows' list; reinstall")
-    return tuple(rows)
+    matrix_rows(doc, path)
+    return doc
 
 
-def load_matrix() -> list[dict]:
-    """All rows of the shipped matrix (copies; official and unofficial)."""
-    return [dict(r) for r in _load(MATRIX_PATH)]
+def load_matrix(matrix: dict | None = None) -> list[dict]:
+    """All rows (copies; official and unofficial) of ``matrix`` (default: the shipped one)."""
+    return [dict(r) for r in matrix_rows(read_matrix() if matrix is None else matrix)]
 
 
 def hardware_support(row: dict, hardware: str) -> tuple[bool, str]:
@@ -202,9 +216,9 @@ def preference(row: dict) -> tuple:
     return (is_final(row), is_official(row), version_key(row["vllm_ascend"]))
 
 
-def find_row(vllm_ascend: str) -> dict | None:
+def find_row(vllm_ascend: str, matrix: dict | None = None) -> dict | None:
     """The matrix row for an installed vllm-ascend version (``0.13.0`` or ``v0.13.0``)."""
-    for row in load_matrix():
+    for row in load_matrix(matrix):
         if is_version(vllm_ascend) and same_release(row["vllm_ascend"], vllm_ascend):
             return row
     return None
@@ -275,10 +289,16 @@ def _describe(row: dict, hardware: str) -> str:
     return f"{row['vllm_ascend']} (CANN {row_cann(row, hardware)}, {kind})"
 
 
-def nearest(cann: str, hardware: str = "a2", python: str | None = None, n: int = 3) -> list[dict]:
+def nearest(
+    cann: str,
+    hardware: str = "a2",
+    python: str | None = None,
+    n: int = 3,
+    matrix: dict | None = None,
+) -> list[dict]:
     """Best row for each of the ``n`` CANN versions closest to ``cann`` on ``hardware``."""
     best: dict[str, dict] = {}
-    for row in load_matrix():
+    for row in load_matrix(matrix):
         ok, _note = hardware_support(row, hardware)
         if not ok or not pinned_version(row_cann(row, hardware)):
             continue
@@ -306,6 +326,7 @@ def resolve(
     allow_rc: bool = False,
     os_variant: str | None = None,
     registry: str = DEFAULT_REGISTRY,
+    matrix: dict | None = None,
 ) -> dict:
     """The matrix row to run on CANN ``cann`` / ``hardware``, plus ``image`` and pins.
 
@@ -318,7 +339,7 @@ def resolve(
         os_variant = None
     _validate(cann, hardware, python, os_variant)
     matches = []
-    for row in load_matrix():
+    for row in load_matrix(matrix):
         ok, _note = hardware_support(row, hardware)
         if not ok or not _cann_matches(row, hardware, cann):
             continue
@@ -335,7 +356,9 @@ def resolve(
                 f"only release candidates support {where}: {rcs}; pass --allow-rc to use one, "
                 "or install a CANN version that has a final release"
             )
-        near = ", ".join(_describe(r, hardware) for r in nearest(cann, hardware, python))
+        near = ", ".join(
+            _describe(r, hardware) for r in nearest(cann, hardware, python, matrix=matrix)
+        )
         raise CheckFailed(
             f"no vllm-ascend release supports {where}; nearest: {near or 'none'}; "
             "install one of those CANN versions"
@@ -397,14 +420,14 @@ def _installed_parts(installed: dict) -> tuple[dict, str | None]:
     return packages, python if isinstance(python, str) else None
 
 
-def check(installed: dict, cann: str, hardware: str) -> list[dict]:
+def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None) -> list[dict]:
     """Findings (pitfall 1) comparing installed packages with the matrix for ``cann``."""
     hardware = str(hardware).lower()
     _validate(cann, hardware, None, None)
     packages, python = _installed_parts(installed)
     findings: list[dict] = []
     try:
-        wanted = resolve(cann, hardware, allow_rc=True)
+        wanted = resolve(cann, hardware, allow_rc=True, matrix=matrix)
         findings.append(
             _finding(
                 "compat.cann",
@@ -421,7 +444,7 @@ def check(installed: dict, cann: str, hardware: str) -> list[dict]:
     target = None
     va = packages.get("vllm_ascend")
     if va:
-        target = find_row(va)
+        target = find_row(va, matrix)
         if target is None:
             findings.append(
                 _finding(
@@ -641,9 +664,10 @@ def resolve_pinned(
     hardware: str = "a2",
     os_variant: str | None = None,
     registry: str = DEFAULT_REGISTRY,
+    matrix: dict | None = None,
 ) -> dict:
     """The row of an operator-pinned vllm-ascend release, refused when it lacks the hardware."""
-    row = find_row(vllm_ascend)
+    row = find_row(vllm_ascend, matrix)
     if row is None:
         raise InputError(
             f"vllm-ascend {vllm_ascend} is not in the compatibility matrix; "
@@ -670,6 +694,7 @@ def resolve_for_driver(
     allow_rc: bool = False,
     os_variant: str | None = None,
     registry: str = DEFAULT_REGISTRY,
+    matrix: dict | None = None,
 ) -> dict:
     """Newest release whose CANN the host's NPU driver can run (container mode: CANN is in
     the image). Releases skipped for the driver are listed in ``skipped_for_driver``; a
@@ -677,7 +702,7 @@ def resolve_for_driver(
     unpublished or unknown), naming the newest release whose pairing is published. None
     runnable is CheckFailed naming the HDK to upgrade to.
     """
-    rows = [r for r in load_matrix() if hardware_support(r, hardware)[0]]
+    rows = [r for r in load_matrix(matrix) if hardware_support(r, hardware)[0]]
     if not allow_rc:
         rows = [r for r in rows if not is_prerelease(r["vllm_ascend"])]
     rows.sort(key=lambda r: version_key(r["vllm_ascend"]), reverse=True)
@@ -708,6 +733,7 @@ def resolve_for_driver(
                 allow_rc=allow_rc,
                 os_variant=os_variant,
                 registry=registry,
+                matrix=matrix,
             )
         except CheckFailed:
             continue
@@ -737,10 +763,10 @@ def resolve_for_driver(
     return found
 
 
-def upgrade_advice(driver: str, hardware: str = "a2") -> str | None:
+def upgrade_advice(driver: str, hardware: str = "a2", matrix: dict | None = None) -> str | None:
     """The HDK upgrade that lets ``driver``'s host run an image (None when one runs now)."""
     try:
-        resolve_for_driver(driver, hardware)
+        resolve_for_driver(driver, hardware, matrix=matrix)
     except CheckFailed as exc:
         return str(exc).split("; ", 1)[-1]
     return None

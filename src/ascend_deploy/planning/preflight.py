@@ -199,7 +199,7 @@ def driver_cann_check(driver: dict, cann_version: str, local: dict | None) -> di
     )
 
 
-def runtime_checks(info: dict, hardware: str) -> list[dict]:
+def runtime_checks(info: dict, hardware: str, matrix: dict | None = None) -> list[dict]:
     """Which vllm-ascend release (and image) this host can run (pitfall 1)."""
     out: list[dict] = []
     driver, cann = info.get("driver"), info.get("cann")
@@ -210,7 +210,7 @@ def runtime_checks(info: dict, hardware: str) -> list[dict]:
                 driver_cann_check(driver, cann["version"], local.get("versions.driver-cann"))
             )
         try:
-            row = compat.resolve(cann["version"], hardware)
+            row = compat.resolve(cann["version"], hardware, matrix=matrix)
             out.append(
                 finding(
                     "compat.runtime",
@@ -223,7 +223,7 @@ def runtime_checks(info: dict, hardware: str) -> list[dict]:
             )
         except CheckFailed as exc:
             try:
-                row = compat.resolve(cann["version"], hardware, allow_rc=True)
+                row = compat.resolve(cann["version"], hardware, allow_rc=True, matrix=matrix)
                 out.append(
                     finding(
                         "compat.runtime",
@@ -253,7 +253,7 @@ def runtime_checks(info: dict, hardware: str) -> list[dict]:
         )
         return out
     rows = []
-    for row in compat.load_matrix():
+    for row in compat.load_matrix(matrix):
         supported, _note = compat.hardware_support(row, hardware)
         if supported and compat.is_final(row) and compat.is_official(row):
             rows.append(row)
@@ -272,7 +272,7 @@ def runtime_checks(info: dict, hardware: str) -> list[dict]:
                 "fail",
                 f"driver {driver['version']} is older than every HDK published for the CANN "
                 "of the final vllm-ascend images",
-                compat.upgrade_advice(driver["version"], hardware)
+                compat.upgrade_advice(driver["version"], hardware, matrix)
                 or "upgrade the Ascend HDK (firmware, then driver, then reboot)",
             )
         )
@@ -304,7 +304,7 @@ def runtime_checks(info: dict, hardware: str) -> list[dict]:
     return out
 
 
-def version_checks(info: dict, hardware: str) -> list[dict]:
+def version_checks(info: dict, hardware: str, matrix: dict | None = None) -> list[dict]:
     out: list[dict] = []
     driver, firmware, cann = info.get("driver"), info.get("firmware"), info.get("cann")
     if not driver:
@@ -343,11 +343,13 @@ def version_checks(info: dict, hardware: str) -> list[dict]:
                 "/usr/local/Ascend/nnal/atb/set_env.sh",
             )
         )
-    out += runtime_checks(info, hardware)
+    out += runtime_checks(info, hardware, matrix)
     packages = info.get("packages") or {}
     if cann and any(packages.values()):
         out += [
-            f for f in compat.check(info, cann["version"], hardware) if f["id"] != "compat.cann"
+            f
+            for f in compat.check(info, cann["version"], hardware, matrix)
+            if f["id"] != "compat.cann"
         ]
     return out
 
@@ -499,7 +501,9 @@ def _pitfall_of(reason: str) -> int:
     return 5
 
 
-def plan_checks(model_dir: str, chips: list[dict], hardware: str) -> list[dict]:
+def plan_checks(
+    model_dir: str, chips: list[dict], hardware: str, rules: dict | None = None
+) -> list[dict]:
     """Run the planner for ``model_dir`` on this host's NPUs (pitfalls 2, 5-8)."""
     try:
         from .plan import make_plan
@@ -526,6 +530,7 @@ def plan_checks(model_dir: str, chips: list[dict], hardware: str) -> list[dict]:
             hbm_used_mb=max(used) if used else 0,
             npus=len(chips),
             hardware=hardware,
+            rules=rules,
         )
     except CheckFailed as exc:
         return [finding("model.plan", _pitfall_of(str(exc)), "fail", str(exc), "")]
@@ -576,10 +581,14 @@ def run_preflight(
     python: str | None = None,
     proc_root: str = "/proc",
     containers: dict | None = None,
+    matrix: dict | None = None,
+    rules: dict | None = None,
 ) -> dict:
     """Run every check; returns ``{"ok", "hardware", "checks", "versions", "holders"}``.
 
     ``npu_info`` is a parsed ``npu-smi info`` (``npu_smi.parse``); when None, npu-smi runs.
+    ``matrix`` and ``rules`` are the compatibility matrix and serving rules documents
+    (default: the shipped ones).
     """
     if hardware is not None and hardware not in compat.HARDWARE:
         raise InputError(f"--hardware {hardware!r} is not one of {', '.join(compat.HARDWARE)}")
@@ -602,14 +611,14 @@ def run_preflight(
         )
     checks.append(device_check(root, chips))
     info = read_versions(root, python)
-    checks += version_checks(info, hw)
+    checks += version_checks(info, hw, matrix)
     loaded = driver_loaded_check(info.get("driver"), npu_info)
     if loaded:
         checks.append(loaded)
     holders = find_holders(port, service, npu_info, proc_root, containers)
     checks += process_checks(holders, chips, port, service)
     if model_dir is not None:
-        checks += plan_checks(model_dir, chips, hw)
+        checks += plan_checks(model_dir, chips, hw, rules)
     return {
         "ok": not any(c["status"] == "fail" for c in checks),
         "hardware": hw,

@@ -64,6 +64,37 @@ def test_load_matrix_returns_copies():
     assert compat.load_matrix()[0]["vllm_ascend"] == "v0.7.3"
 
 
+def renamed(old: str, new: str) -> dict:
+    """The shipped matrix document with release ``old`` renamed ``new`` (a caller's matrix)."""
+    doc = json.loads(json.dumps(compat.read_matrix()))
+    for row in doc["rows"]:
+        if row["vllm_ascend"] == old:
+            row["vllm_ascend"] = new
+    return doc
+
+
+def test_the_matrix_is_an_argument_and_the_shipped_one_is_read_once():
+    mine = renamed("v0.13.0", "v0.13.0.post7")
+    row = compat.resolve("8.5.0", "a2", matrix=mine)
+    assert row["vllm_ascend"] == "v0.13.0.post7"
+    assert row["image"] == "quay.io/ascend/vllm-ascend:v0.13.0.post7"
+    assert compat.resolve_pinned("v0.13.0.post7", "a2", matrix=mine)["cann"] == "8.5.0"
+    assert compat.find_row("0.13.0", matrix=mine) is None
+    findings = {f["id"]: f for f in compat.check({"vllm_ascend": "0.13.0"}, "8.5.0", "a2", mine)}
+    assert "served by vllm-ascend v0.13.0.post7" in findings["compat.cann"]["evidence"]
+    assert findings["compat.vllm_ascend"]["status"] == "warn"  # not a release of this matrix
+    newest = compat.resolve_for_driver(None, "a2", matrix=renamed("v0.23.0", "v0.23.0.post1"))
+    assert newest["vllm_ascend"] == "v0.23.0.post1"
+    # without a matrix: the shipped one, unchanged, read from disk once per process
+    assert compat.resolve("8.5.0", "a2")["vllm_ascend"] == "v0.13.0"
+    assert compat.read_matrix() is compat.read_matrix()
+    only_old = {"rows": [r for r in compat.load_matrix() if r["vllm_ascend"] == "v0.9.1"]}
+    with pytest.raises(CheckFailed, match=r"no vllm-ascend release supports CANN 8\.5\.0"):
+        compat.resolve("8.5.0", "a2", matrix=only_old)
+    with pytest.raises(InputError, match="has no 'rows' list"):
+        compat.resolve("8.5.0", "a2", matrix={"row": []})
+
+
 # ----------------------------------------------------------------------------- resolve
 
 

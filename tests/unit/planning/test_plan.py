@@ -13,7 +13,9 @@ from ascend_deploy.cli import main
 from ascend_deploy.errors import CheckFailed, InputError
 from ascend_deploy.model.info import inspect_model
 from ascend_deploy.planning import memory as memory_model
-from ascend_deploy.planning.plan import load_rules, make_plan, parse_version, valid_tp_sizes
+from ascend_deploy.planning.plan import make_plan, valid_tp_sizes
+from ascend_deploy.planning.rules import load_rules
+from ascend_deploy.versioning import version_key
 from ascend_sim.checkpoints import with_yarn, write_checkpoint
 
 GB64, GB32 = 65536, 32768
@@ -83,6 +85,83 @@ def test_one_replica_per_npu_when_the_model_fits_one_card(models):
         str(i) for i in range(8)
     ]
     assert all("HCCL_OP_EXPANSION_MODE" not in launch["env"] for launch in launches)
+
+
+CONTROL_DEVICES = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+
+
+def test_replicas_get_the_real_npu_ids_devices_and_container_names(models):
+    """NPUs [2, 5] at TP 2: one replica that sees /dev/davinci2 and /dev/davinci5 as 2,5."""
+    plan = make_plan(
+        models["4b-bf16"], hbm_total_mb=GB64, npus=[2, 5], tp=2, service="qwen3", port=9000
+    )
+    assert plan["feasible"] and plan["replicas"] == 1
+    assert plan["npus"] == [2, 5] and plan["devices_per_replica"] == [[2, 5]]
+    (spec,) = plan["replica_launch"]
+    assert spec["name"] == "qwen3-0" and spec["index"] == 0 and spec["port"] == 9000
+    assert spec["npus"] == [2, 5]
+    assert spec["devices"] == ["/dev/davinci2", "/dev/davinci5", *CONTROL_DEVICES]
+    assert spec["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "2,5"
+    assert spec["env"] == plan["env"] and spec["argv"] == plan["argv"]
+    assert flag(spec["argv"], "--port") == "9000"
+    assert flag(spec["argv"], "--tensor-parallel-size") == "2"
+
+
+def test_one_replica_per_listed_npu_in_the_order_given(models):
+    plan = make_plan(models["4b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=[7, 3, 4])
+    assert plan["tp"] == 1 and plan["replicas"] == 3
+    specs = plan["replica_launch"]
+    assert [s["name"] for s in specs] == ["vllm-0", "vllm-1", "vllm-2"]
+    assert [s["npus"] for s in specs] == [[7], [3], [4]]
+    assert [s["devices"][0] for s in specs] == ["/dev/davinci7", "/dev/davinci3", "/dev/davinci4"]
+    assert all(s["devices"][1:] == CONTROL_DEVICES for s in specs)
+    assert [s["env"]["ASCEND_RT_VISIBLE_DEVICES"] for s in specs] == ["7", "3", "4"]
+    assert [s["port"] for s in specs] == [8000, 8001, 8002]
+    # A count is NPUs 0..n-1: the same layout as the CLI's --npus
+    assert make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=3)["devices_per_replica"] == [
+        [0],
+        [1],
+        [2],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("npus", "expect"),
+    [
+        ([], "empty list"),
+        ([1, 1], "names an NPU twice"),
+        ([0, -1], "NPU id must be an integer >= 0"),
+        (["2"], "NPU id must be an integer >= 0"),
+        (0, "npus must be an integer >= 1"),
+        ("2", "npus must be a count or a list of NPU ids"),
+    ],
+)
+def test_bad_npu_lists_are_refused_by_value(models, npus, expect):
+    with pytest.raises(InputError, match=expect):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=npus)
+
+
+def test_rules_are_an_argument(models):
+    """A caller's rules dict is used as given; the shipped rules stay untouched."""
+    rules = load_rules()
+    rules["env"].append({"name": "ASCEND_DEPLOY_PROBE", "value": 7, "when": {"tp_min": 2}})
+    rules["hardware"]["a2"]["supported_since"] = "v0.20.0"
+    two = make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=[2, 5], tp=2, rules=rules)
+    assert two["env"]["ASCEND_DEPLOY_PROBE"] == "7"
+    one = make_plan(models["4b-bf16"], hbm_total_mb=GB64, rules=rules)
+    assert "ASCEND_DEPLOY_PROBE" not in one["env"]
+    with pytest.raises(CheckFailed, match=r"support starts with v0\.20\.0"):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="v0.13.0", rules=rules)
+    shipped = make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=2, tp=2, vllm_ascend="v0.13.0")
+    assert "ASCEND_DEPLOY_PROBE" not in shipped["env"]
+    assert load_rules()["hardware"]["a2"]["supported_since"] == "v0.7.1rc1"
+    with pytest.raises(InputError, match="need 'hardware', 'env' and 'flags'"):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, rules={"hardware": {}})
+
+
+def test_an_unparsable_vllm_ascend_version_is_an_input_error(models):
+    with pytest.raises(InputError, match=r"'latest' is not a version like v0\.13\.0"):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="latest")
 
 
 def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(models):
@@ -323,10 +402,10 @@ def test_rules_live_in_data():
 
 def test_version_order():
     order = ["v0.7.3rc1", "v0.7.3", "v0.7.3.post1", "v0.9.1rc3", "v0.9.1", "0.10.0rc1", "v0.14.0"]
-    assert sorted(order, key=parse_version) == order
-    assert parse_version("0.21.0rc2.dev0+g80610e443") > parse_version("v0.21.0rc1")
-    with pytest.raises(InputError, match="not a version"):
-        parse_version("latest")
+    assert sorted(order, key=version_key) == order
+    assert version_key("0.21.0rc2.dev0+g80610e443") > version_key("v0.21.0rc1")
+    with pytest.raises(ValueError, match="not a version"):
+        version_key("latest")
 
 
 def test_a5_serves_fp8_natively_and_310p_runs_eager_in_fp16(models):

@@ -11,12 +11,14 @@ import sys
 import time
 
 import pytest
-from conftest import DATA, SAMPLES, sample
+from conftest import DATA, SAMPLES, sample, spawn_sleeper, start_http_server
 
 from ascend_deploy.cli import main
 from ascend_deploy.errors import InputError
 from ascend_deploy.host import npu_smi
+from ascend_deploy.planning import compat
 from ascend_deploy.planning.preflight import hardware_of, render_table, run_preflight
+from ascend_deploy.planning.rules import load_rules
 from ascend_sim.checkpoints import write_checkpoint
 
 _spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
@@ -24,18 +26,6 @@ build_tree = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_tree)
 
 B4_64 = "npu-smi-info_910B4_anon_busid_10.txt"  # 1 x 910B4 64 GB, driver 25.0.rc1.1
-
-
-def spawn_sleeper():
-    """``sleep 30``, returned once the child has exec'd (its cmdline says sleep)."""
-    proc = subprocess.Popen(["sleep", "30"])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
-            if fh.read().startswith(b"sleep\0"):
-                return proc
-        time.sleep(0.01)
-    raise AssertionError("sleep did not start")
 
 
 def npu(name):
@@ -214,13 +204,8 @@ def test_foreign_npu_holder_fails_and_our_labelled_one_is_ok(tmp_path):
 
 
 def test_port_held_by_a_foreign_process(tmp_path):
-    server = subprocess.Popen(
-        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server, port = start_http_server()
     try:
-        port = int(re.search(r"port (\d+)", server.stdout.readline()).group(1))
         root = host(tmp_path, "a2-toolkit-8.2")
         c = checks_of(run_preflight(root, port=port, npu_info=npu(B4_64)))
         assert c["port.free"]["status"] == "fail" and c["port.free"]["pitfall"] == 3
@@ -295,6 +280,36 @@ def test_model_that_does_not_fit_fails(tmp_path, models):
     assert plans and all(f["status"] == "fail" for f in plans)
     assert plans[0]["pitfall"] == 5
     assert result["ok"] is False
+
+
+def test_matrix_and_rules_are_arguments(tmp_path, models):
+    """The documents a caller passes (the role's controller lookups) are the ones used."""
+    matrix = json.loads(json.dumps(compat.read_matrix()))
+    for row in matrix["rows"]:
+        if row["vllm_ascend"] == "v0.9.1":
+            row["vllm_ascend"] = "v0.9.1.post7"
+    rules = load_rules()
+    del rules["hardware"]["a2"]
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"),
+        model_dir=models["4b-fp8"],
+        npu_info=npu(B4_64),
+        matrix=matrix,
+        rules=rules,
+    )
+    c = checks_of(result)
+    assert "quay.io/ascend/vllm-ascend:v0.9.1.post7" in c["compat.runtime"]["evidence"]
+    assert c["model.plan"]["status"] == "fail"
+    assert "unknown hardware 'a2'; known: a3, a5, 310p" in c["model.plan"]["evidence"]
+    shipped = checks_of(
+        run_preflight(
+            host(tmp_path / "again", "a2-toolkit-8.2"),
+            model_dir=models["4b-fp8"],
+            npu_info=npu(B4_64),
+        )
+    )
+    assert "vllm-ascend:v0.9.1 " in shipped["compat.runtime"]["evidence"] + " "
+    assert shipped["model.plan"]["status"] == "ok"
 
 
 def test_bad_arguments(tmp_path):
