@@ -1,19 +1,27 @@
-"""Shared test fixtures and paths."""
+"""Shared test paths, fixtures and runners (one copy for tests/unit and tests/integration).
+
+Test modules import the constants and helpers with ``from conftest import ...``: pytest's default
+(prepend) import mode puts ``tests/`` on ``sys.path``. Test files have no ``__init__.py``, so every
+test module basename must be unique across ``tests/`` (tests/unit/test_layout.py checks it).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
-SAMPLES = DATA / "samples"  # verbatim real outputs, copied from shared/reference/samples
+SAMPLES = DATA / "samples"  # verbatim real outputs; the first line of each names its source
 
 
 @pytest.fixture
@@ -26,7 +34,92 @@ def sample(name: str) -> str:
     return (SAMPLES / name).read_text(encoding="utf-8")
 
 
+# ----------------------------------------------------------------------------- processes
+
+
+def spawn_sleeper() -> subprocess.Popen[bytes]:
+    """``sleep 30``, returned once the child has exec'd (its cmdline says sleep)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+            if fh.read().startswith(b"sleep\0"):
+                return proc
+        time.sleep(0.01)
+    raise AssertionError("sleep did not start")
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``sleep 30`` process (a foreign process to find, own or stop); killed afterwards."""
+    proc = spawn_sleeper()
+    yield proc
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+HTTP_SERVER = [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"]
+
+
+def start_http_server(argv: Sequence[str] | None = None, **kwargs: Any) -> tuple[Any, int]:
+    """A real HTTP server on 127.0.0.1 with a port chosen by the kernel; (proc, port)."""
+    proc = subprocess.Popen(argv or HTTP_SERVER, stdout=subprocess.PIPE, text=True, **kwargs)
+    line = proc.stdout.readline()
+    m = re.search(r"port (\d+)", line)
+    assert m, line
+    return proc, int(m.group(1))
+
+
+@pytest.fixture
+def http_listener() -> Iterator[tuple[Any, int]]:
+    """``python -m http.server`` listening on 127.0.0.1:<free port>; (proc, port); killed after."""
+    proc, port = start_http_server()
+    yield proc, port
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+# ----------------------------------------------------------------------------- emulated vLLM
+
+
+@pytest.fixture(scope="module")
+def openai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Any]]:
+    """Start the emulated vLLM OpenAI server: ``openai_server(row, *serve_args)`` -> Emulator.
+
+    It serves a tiny random Qwen3 model on 127.0.0.1 (kernel-chosen port) as the vllm-ascend
+    release ``row`` would; one server per (row, args) and test module, stopped after the module.
+    """
+    from ascend_sim.vllm_emulator.sandbox import (
+        Emulator,
+        emulator_env,
+        make_root,
+        write_row,
+        write_tiny_random_model,
+    )
+
+    started: dict[tuple[str, ...], Any] = {}
+
+    def start(row: str, *args: str) -> Any:
+        key = (row, *args)
+        if key not in started:
+            tmp = tmp_path_factory.mktemp("openai-server")
+            model = write_tiny_random_model(str(tmp / "tiny"))
+            env = emulator_env(make_root(str(tmp / "root")), write_row(str(tmp / "row.json"), row))
+            emu = Emulator([model, "--host", "127.0.0.1", "--port", "0", *args], env).start()
+            started[key] = emu
+            assert emu.ready, emu.output()
+        return started[key]
+
+    yield start
+    for emu in started.values():
+        emu.stop()
+
+
+# ----------------------------------------------------------------------------- ansible-playbook
+
 ANSIBLE_PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+BARE_PYTHON = "/usr/bin/python3"  # a target interpreter without ascend_deploy installed
 
 
 def run_local_play(
@@ -35,11 +128,13 @@ def run_local_play(
     env: dict[str, str] | None = None,
     args: Sequence[str] = (),
     timeout: float = 300,
+    python: str = sys.executable,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``play`` on localhost (connection local, this Python) with the repository's ansible.cfg.
+    """Run ``play`` on localhost (connection local) with the repository's ansible.cfg.
 
     The play is written to ``tmp_path/play.yml``; ``env`` adds to the environment (facts are
-    cached in memory, temporary files stay under ``tmp_path``); ``args`` go to ansible-playbook.
+    cached in memory, temporary files stay under ``tmp_path``); ``args`` go to ansible-playbook;
+    ``python`` is the target interpreter (this Python unless a test needs a bare one).
     """
     (tmp_path / "play.yml").write_text(json.dumps(play))
     full_env = {
@@ -47,10 +142,11 @@ def run_local_play(
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_FACT_CACHING": "memory",
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
+        "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),
         **(env or {}),
     }
     cmd = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e"]
-    cmd += [f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml"), *args]
+    cmd += [f"ansible_python_interpreter={python}", str(tmp_path / "play.yml"), *args]
     return subprocess.run(
         cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
     )

@@ -7,20 +7,17 @@ so the module only works if AnsiballZ packs src/ascend_deploy (ansible.cfg modul
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SAMPLES
+from conftest import ANSIBLE_PLAYBOOK, BARE_PYTHON, SAMPLES, run_local_play
 
-PLAYBOOK_BIN = REPO / ".venv" / "bin" / "ansible-playbook"
-BARE_PYTHON = "/usr/bin/python3"
 INFO = SAMPLES / "npu-smi-info_A3_26.0.rc1_wide_trimmed_2.txt"
 MAP = SAMPLES / "npu-smi-info-m_910B_4.txt"
 
 pytestmark = pytest.mark.skipif(
-    not PLAYBOOK_BIN.exists() or not Path(BARE_PYTHON).exists(),
+    not ANSIBLE_PLAYBOOK.exists() or not Path(BARE_PYTHON).exists(),
     reason="needs the project venv's ansible-playbook and /usr/bin/python3",
 )
 
@@ -36,37 +33,31 @@ def bare_python_lacks_library() -> bool:
 def playbook(tmp_path: Path, module_args: dict, check: bool = False) -> tuple[int, dict, str]:
     """Run one npu_facts task on localhost; return rc, the registered result and output."""
     out = tmp_path / "result.json"
-    args = json.dumps(module_args)
-    (tmp_path / "play.yml").write_text(
-        f"""- hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Gather NPU facts
-      npu_facts: {args}
-      register: npu
-      ignore_errors: true
-    - name: Save the result
-      ansible.builtin.copy:
-        content: "{{{{ npu | to_json }}}}"
-        dest: {out}
-      check_mode: false
-"""
-    )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_FACT_CACHING": "memory",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-        "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    cmd = [str(PLAYBOOK_BIN), "-i", "localhost,", "-c", "local",
-           "-e", f"ansible_python_interpreter={BARE_PYTHON}",
-           str(tmp_path / "play.yml")]  # fmt: skip
-    if check:
-        cmd.append("--check")
-    done = subprocess.run(
-        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Gather NPU facts",
+                    "npu_facts": module_args,
+                    "register": "npu",
+                    "ignore_errors": True,
+                },
+                {
+                    "name": "Save the result",
+                    "ansible.builtin.copy": {"content": "{{ npu | to_json }}", "dest": str(out)},
+                    "check_mode": False,
+                },
+            ],
+        }
+    ]
+    done = run_local_play(
+        play,
+        tmp_path,
+        env={"ANSIBLE_NOCOLOR": "1"},
+        args=["--check"] if check else [],
+        python=BARE_PYTHON,
     )
     result = json.loads(out.read_text()) if out.exists() else {}
     return done.returncode, result, done.stdout + done.stderr

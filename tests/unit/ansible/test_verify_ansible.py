@@ -7,12 +7,10 @@ ships src/ascend_deploy as module_utils, and the rules / suite arrive as content
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import ANSIBLE_PLAYBOOK, BARE_PYTHON, REPO, run_local_play
 
 from ascend_sim.vllm_emulator.sandbox import (
     Emulator,
@@ -22,32 +20,18 @@ from ascend_sim.vllm_emulator.sandbox import (
     write_tiny_random_model,
 )
 
-PLAYBOOK_BIN = REPO / ".venv" / "bin" / "ansible-playbook"
-BARE_PYTHON = "/usr/bin/python3"
-DATA = REPO / "src" / "ascend_deploy" / "data"
+SHIPPED = REPO / "src" / "ascend_deploy" / "data"
 LOGS = REPO / "tests" / "data" / "logs"
 
 pytestmark = pytest.mark.skipif(
-    not PLAYBOOK_BIN.exists() or not Path(BARE_PYTHON).exists(),
+    not ANSIBLE_PLAYBOOK.exists() or not Path(BARE_PYTHON).exists(),
     reason="needs the project venv's ansible-playbook and /usr/bin/python3",
 )
 
 
-def run_play(tmp_path: Path, tasks: str) -> tuple[int, str]:
-    play = tmp_path / "play.yml"
-    play.write_text(f"- hosts: localhost\n  gather_facts: false\n  tasks:\n{tasks}")
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_FACT_CACHING": "memory",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"),
-        "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),
-    }
-    proc = subprocess.run(
-        [str(PLAYBOOK_BIN), "-i", "localhost,", "-c", "local", "-e",
-         f"ansible_python_interpreter={BARE_PYTHON}", str(play)],
-        capture_output=True, text=True, timeout=600, env=env, cwd=REPO,
-    )  # fmt: skip
+def run_play(tmp_path: Path, tasks: list[dict]) -> tuple[int, str]:
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
+    proc = run_local_play(play, tmp_path, timeout=600, python=BARE_PYTHON)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -63,27 +47,42 @@ def test_verify_and_diagnose_modules(tmp_path):
         assert emu.ready, emu.output()
         rc, log = run_play(
             tmp_path,
-            f"""    - name: Verify
-      ascend_verify:
-        url: "{emu.url}"
-        api_key: k1
-        suite: {json.dumps(suite)}
-        concurrency: 2
-        burst_tokens: 4
-        max_len_probe: false
-        report_dir: "{rep}"
-      register: v
-    - name: Diagnose
-      ascend_diagnose:
-        paths: ["{rep}/verify.json", "{LOGS}/pitfall5_2_example.log", "{tmp_path}/missing.log"]
-        rules: "{{{{ lookup('ansible.builtin.file', '{DATA}/diagnose_rules.json') | from_json }}}}"
-        dest: "{rep}/diagnosis.json"
-      register: d
-    - name: Save
-      ansible.builtin.copy:
-        content: "{{{{ {{'v': v, 'd': d}} | to_json }}}}"
-        dest: "{out}"
-""",
+            [
+                {
+                    "name": "Verify",
+                    "ascend_verify": {
+                        "url": emu.url,
+                        "api_key": "k1",
+                        "suite": suite,
+                        "concurrency": 2,
+                        "burst_tokens": 4,
+                        "max_len_probe": False,
+                        "report_dir": str(rep),
+                    },
+                    "register": "v",
+                },
+                {
+                    "name": "Diagnose",
+                    "ascend_diagnose": {
+                        "paths": [
+                            f"{rep}/verify.json",
+                            f"{LOGS}/pitfall5_2_example.log",
+                            f"{tmp_path}/missing.log",
+                        ],
+                        "rules": "{{ lookup('ansible.builtin.file', '%s') | from_json }}"
+                        % (SHIPPED / "diagnose_rules.json"),
+                        "dest": f"{rep}/diagnosis.json",
+                    },
+                    "register": "d",
+                },
+                {
+                    "name": "Save",
+                    "ansible.builtin.copy": {
+                        "content": "{{ {'v': v, 'd': d} | to_json }}",
+                        "dest": str(out),
+                    },
+                },
+            ],
         )
     assert rc == 0, log
     doc = json.loads(out.read_text())
@@ -99,14 +98,15 @@ def test_verify_and_diagnose_modules(tmp_path):
 
 
 def test_bad_rules_fail_the_task_with_one_line(tmp_path):
+    bad = {"rules": [{"id": "x", "title": "t", "patterns": ["("], "explanation": "e", "fix": "f"}]}
     rc, log = run_play(
         tmp_path,
-        f"""    - name: Diagnose
-      ascend_diagnose:
-        paths: ["{LOGS}/pitfall5_2_example.log"]
-        rules: {{"rules": [{{"id": "x", "title": "t", "patterns": ["("],
-                 "explanation": "e", "fix": "f"}}]}}
-""",
+        [
+            {
+                "name": "Diagnose",
+                "ascend_diagnose": {"paths": [f"{LOGS}/pitfall5_2_example.log"], "rules": bad},
+            }
+        ],
     )
     assert rc == 2
     assert "rules: rules[0]: invalid regex" in log

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -12,43 +11,11 @@ import sys
 import time
 
 import pytest
-from conftest import SAMPLES, sample
+from conftest import HTTP_SERVER, SAMPLES, sample, spawn_sleeper, start_http_server
 
 from ascend_deploy.cli import main
 from ascend_deploy.errors import InputError
 from ascend_deploy.host import npu_smi, procs
-
-SERVER = [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"]
-
-
-def start_server(argv=None, **kwargs):
-    """A real HTTP server on 127.0.0.1 with a port chosen by the kernel; (proc, port)."""
-    proc = subprocess.Popen(argv or SERVER, stdout=subprocess.PIPE, text=True, **kwargs)
-    line = proc.stdout.readline()
-    m = re.search(r"port (\d+)", line)
-    assert m, line
-    return proc, int(m.group(1))
-
-
-def spawn_sleeper():
-    """``sleep 30``, returned once the child has exec'd (its cmdline says sleep)."""
-    proc = subprocess.Popen(["sleep", "30"])
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
-            if fh.read().startswith(b"sleep\0"):
-                return proc
-        time.sleep(0.01)
-    raise AssertionError("sleep did not start")
-
-
-@pytest.fixture
-def server():
-    proc, port = start_server()
-    yield proc, port
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)
 
 
 def alive(proc) -> bool:
@@ -58,8 +25,8 @@ def alive(proc) -> bool:
 # ----------------------------------------------------------------------------- listeners
 
 
-def test_listener_found_through_proc_net_tcp(server):
-    proc, port = server
+def test_listener_found_through_proc_net_tcp(http_listener):
+    proc, port = http_listener
     result = procs.find_holders(port, "http.server", None, containers={})
     (entry,) = result["listeners"]
     assert entry["pid"] == proc.pid
@@ -70,8 +37,8 @@ def test_listener_found_through_proc_net_tcp(server):
     assert result["managed_pids"] == [] and result["foreign_pids"] == [proc.pid]
 
 
-def test_main_process_of_a_labelled_container_is_managed(server):
-    proc, port = server
+def test_main_process_of_a_labelled_container_is_managed(http_listener):
+    proc, port = http_listener
     ours = {"e" * 64: {"name": "qwen3-0", "service": "qwen3", "pid": proc.pid}}
     result = procs.find_holders(port, "qwen3", None, containers=ours)
     (entry,) = result["listeners"]
@@ -83,8 +50,8 @@ def test_main_process_of_a_labelled_container_is_managed(server):
     assert procs.find_holders(port, "qwen3", None, containers=other)["foreign_pids"] == [proc.pid]
 
 
-def test_without_a_matching_service_the_listener_is_foreign(server):
-    proc, port = server
+def test_without_a_matching_service_the_listener_is_foreign(http_listener):
+    proc, port = http_listener
     for service in ("vllm-qwen3", None):
         result = procs.find_holders(port, service, None, containers={})
         assert result["foreign_pids"] == [proc.pid]
@@ -124,9 +91,9 @@ def test_ipv6_listener():
 
 def test_child_of_a_managed_launcher_is_managed(tmp_path):
     launcher = tmp_path / "my-vllm-svc"
-    launcher.write_text(f"#!/bin/sh\n{' '.join(SERVER)}\necho done\n")
+    launcher.write_text(f"#!/bin/sh\n{' '.join(HTTP_SERVER)}\necho done\n")
     launcher.chmod(0o755)
-    proc, port = start_server([str(launcher)])
+    proc, port = start_http_server([str(launcher)])
     ours = {"f" * 64: {"name": "svc-0", "service": "svc", "pid": proc.pid}}
     (entry,) = procs.find_holders(port, "svc", None, containers=ours)["listeners"]
     try:
@@ -307,8 +274,8 @@ def test_container_and_unit_ownership_on_a_proc_tree(tmp_path):
 # ----------------------------------------------------------------------------- stop
 
 
-def test_stop_terminates_gracefully(server):
-    proc, _port = server
+def test_stop_terminates_gracefully(http_listener):
+    proc, _port = http_listener
     (result,) = procs.stop([proc.pid], grace_s=5)
     assert result == {"pid": proc.pid, "result": "terminated", "detail": "SIGTERM"}
     assert proc.wait(timeout=5) == -signal.SIGTERM
@@ -341,8 +308,8 @@ def test_stop_not_running_and_bad_pids():
         procs.stop(["123"])
 
 
-def test_reused_pid_counts_as_gone(server):
-    proc, _port = server
+def test_reused_pid_counts_as_gone(http_listener):
+    proc, _port = http_listener
     start = procs.process_info(proc.pid)["start_time"]
     assert procs._gone(proc.pid, start) is False
     assert procs._gone(proc.pid, start + 1) is True  # another process got this PID
@@ -351,8 +318,8 @@ def test_reused_pid_counts_as_gone(server):
 # ----------------------------------------------------------------------------- CLI
 
 
-def test_cli_kill_leaves_foreign_processes_alone(server, capsys):
-    proc, port = server
+def test_cli_kill_leaves_foreign_processes_alone(http_listener, capsys):
+    proc, port = http_listener
     rc = main(
         [
             "procs",
@@ -466,8 +433,8 @@ def test_cli_real_containers_ours_by_label_foreign_by_name(capsys):
         subprocess.run(["docker", "rm", "-f", ours, theirs], capture_output=True, check=False)
 
 
-def test_cli_report_exit_codes(server, capsys):
-    proc, port = server
+def test_cli_report_exit_codes(http_listener, capsys):
+    proc, port = http_listener
     npu = str(SAMPLES / "npu-smi-info_with_processes_910B1_elided_3.txt")
     assert main(["procs", "--port", str(port), "--npu-smi-file", npu]) == 1  # foreign holder
     out = capsys.readouterr().out

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import shutil
-import subprocess
 import sys
-import time
 
 import pytest
 from conftest import DATA, SAMPLES, sample, spawn_sleeper, start_http_server

@@ -6,40 +6,17 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from ascend_sim.vllm_emulator.sandbox import (  # noqa: E402
-    Emulator,
-    emulator_env,
-    make_root,
-    write_row,
-    write_tiny_random_model,
-)
 
 KEY = "sk-openai-client-test"
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("oai")
-    model = write_tiny_random_model(str(tmp / "tiny"))
-    env = emulator_env(make_root(str(tmp / "root")), write_row(str(tmp / "row.json"), "v0.11.0"))
-    args = [
-        model,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--served-model-name",
-        "tiny",
-        "--api-key",
-        KEY,
-        "--max-model-len",
-        "256",
-        "--reasoning-parser",
-        "qwen3",
-    ]
-    with Emulator(args, env).start() as emu:
-        assert emu.ready, emu.output()
-        yield openai.OpenAI(base_url=f"{emu.url}/v1", api_key=KEY, max_retries=0, timeout=60)
+def client(openai_server):
+    emu = openai_server(
+        "v0.11.0", "--served-model-name", "tiny", "--api-key", KEY, "--max-model-len", "256",
+        "--reasoning-parser", "qwen3",
+    )  # fmt: skip
+    return openai.OpenAI(base_url=f"{emu.url}/v1", api_key=KEY, max_retries=0, timeout=60)
 
 
 def test_models_list(client):

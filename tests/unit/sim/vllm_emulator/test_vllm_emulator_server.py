@@ -30,17 +30,11 @@ KEY = "sk-emulator-test"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("served")
-    model = tiny_model(str(tmp / "tiny"))
-    root = make_root(str(tmp / "root"))
-    env = emulator_env(root, write_row(str(tmp / "row.json"), "v0.23.0"))
-    args = [model, "--host", "127.0.0.1", "--port", "0", "--served-model-name", "tiny", "alias",
-            "--reasoning-parser", "qwen3", "--api-key", KEY, "--max-model-len", "512"]  # fmt: skip
-    emu = Emulator(args, env).start()
-    assert emu.ready, emu.output()
-    yield emu
-    emu.stop()
+def served(openai_server):
+    return openai_server(
+        "v0.23.0", "--served-model-name", "tiny", "alias", "--reasoning-parser", "qwen3",
+        "--api-key", KEY, "--max-model-len", "512",
+    )  # fmt: skip
 
 
 def request(emu, method, path, body=None, key=KEY, raw: bytes | None = None):
