@@ -34,6 +34,29 @@ def sample(name: str) -> str:
     return (SAMPLES / name).read_text(encoding="utf-8")
 
 
+# ----------------------------------------------------------------------------- the tiny model
+
+TINY_FP8 = DATA / "tiny-qwen3-fp8"  # the committed trained tiny Qwen3 model (block FP8)
+
+
+@pytest.fixture(scope="session")
+def tiny_bf16(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny FP8 model converted to BF16 as the bundle serves it (read-only: copy to change)."""
+    from ascend_deploy.fp8.convert import convert_checkpoint
+
+    dst = tmp_path_factory.mktemp("tiny") / "bf16"
+    convert_checkpoint(str(TINY_FP8), str(dst))
+    return dst
+
+
+@pytest.fixture(scope="session")
+def tok() -> Any:
+    """The emulator's tokenizer on the tiny model's tokenizer files (session-wide)."""
+    from ascend_sim.tokenizer import load_tokenizer
+
+    return load_tokenizer(str(TINY_FP8))
+
+
 # ----------------------------------------------------------------------------- processes
 
 

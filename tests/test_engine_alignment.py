@@ -8,45 +8,30 @@ float32, so the only differences are float32 summation order.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DATA, TINY_FP8
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ascend_deploy.fp8.convert import convert_checkpoint  # noqa: E402
 from ascend_sim.engine import load_model  # noqa: E402
-from ascend_sim.tokenizer import load_tokenizer  # noqa: E402
 
-DATA = Path(__file__).resolve().parent / "data"
-MODEL = DATA / "tiny-qwen3-fp8"
+MODEL = TINY_FP8
 QUESTIONS = json.loads((DATA / "verification-questions.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
-def bf16_dir(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("align") / "bf16"
-    convert_checkpoint(str(MODEL), str(dst))
-    return dst
-
-
-@pytest.fixture(scope="module")
-def hf_model(bf16_dir):
+def hf_model(tiny_bf16):
     torch.set_num_threads(1)
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(bf16_dir), dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(tiny_bf16), dtype=torch.float32)
     return model.eval()
 
 
 @pytest.fixture(scope="module")
-def np_model(bf16_dir):
-    return load_model(str(bf16_dir))
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer(str(MODEL))
+def np_model(tiny_bf16):
+    return load_model(str(tiny_bf16))
 
 
 def _hf_logits(model, ids: list[int]) -> np.ndarray:

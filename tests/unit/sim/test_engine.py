@@ -16,33 +16,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA
+from conftest import DATA, TINY_FP8
 
 from ascend_deploy.errors import InputError
-from ascend_deploy.fp8.convert import convert_checkpoint
 from ascend_deploy.model.safetensors_header import read_header
 from ascend_sim.engine import load_model
-from ascend_sim.tokenizer import load_tokenizer
 
-MODEL = DATA / "tiny-qwen3-fp8"
+MODEL = TINY_FP8
 QUESTIONS = json.loads((DATA / "verification-questions.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
-def bf16_dir(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("tiny") / "bf16"
-    convert_checkpoint(str(MODEL), str(dst))
-    return dst
-
-
-@pytest.fixture(scope="module")
-def model(bf16_dir):
-    return load_model(str(bf16_dir))
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer(str(MODEL))
+def model(tiny_bf16):
+    return load_model(str(tiny_bf16))
 
 
 def _write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple, bytes]]) -> None:
@@ -141,8 +127,8 @@ def test_fp8_checkpoint_is_refused():
     assert str(MODEL) in msg and "\n" not in msg
 
 
-def test_loading_reads_no_tensor_data(bf16_dir):
-    m = load_model(str(bf16_dir))
+def test_loading_reads_no_tensor_data(tiny_bf16):
+    m = load_model(str(tiny_bf16))
     assert m.weights.loaded() == []
     m.logits([1, 2, 3])
     assert "model.embed_tokens.weight" in m.weights.loaded()
@@ -247,10 +233,10 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_bad_model_directories(bf16_dir, tmp_path):
+def test_bad_model_directories(tiny_bf16, tmp_path):
     with pytest.raises(InputError, match="model directory not found"):
         load_model(str(tmp_path / "nope"))
-    d = _copy(bf16_dir, tmp_path / "garbage-config")
+    d = _copy(tiny_bf16, tmp_path / "garbage-config")
     (d / "config.json").write_bytes(b"\x89PNG\x00\x01")
     with pytest.raises(InputError, match=r"config\.json: config\.json is not valid JSON"):
         load_model(str(d))
@@ -258,7 +244,7 @@ def test_bad_model_directories(bf16_dir, tmp_path):
     with pytest.raises(InputError, match=r"config\.json is empty"):
         load_model(str(d))
 
-    d = _copy(bf16_dir, tmp_path / "llama")
+    d = _copy(tiny_bf16, tmp_path / "llama")
     cfg = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**cfg, "model_type": "llama"}))
     with pytest.raises(InputError, match="model_type 'llama' is not supported"):
@@ -277,21 +263,21 @@ def test_bad_model_directories(bf16_dir, tmp_path):
     with pytest.raises(InputError, match="is missing from the checkpoint"):
         load_model(str(d))
 
-    d = _copy(bf16_dir, tmp_path / "truncated")
+    d = _copy(tiny_bf16, tmp_path / "truncated")
     shard = d / "model-00002-of-00002.safetensors"
     shard.write_bytes(shard.read_bytes()[:-100])
     with pytest.raises(InputError, match="truncated"):
         load_model(str(d))
 
-    d = _copy(bf16_dir, tmp_path / "missing-shard")
+    d = _copy(tiny_bf16, tmp_path / "missing-shard")
     (d / "model-00001-of-00002.safetensors").unlink()
     with pytest.raises(InputError, match=r"shard listed in .* is missing"):
         load_model(str(d))
 
 
-def test_f32_weights_give_the_same_logits(bf16_dir, model, tmp_path):
+def test_f32_weights_give_the_same_logits(tiny_bf16, model, tmp_path):
     """Widening every tensor to F32 (no rounding) must not change a single logit."""
-    d = _copy(bf16_dir, tmp_path / "f32")
+    d = _copy(tiny_bf16, tmp_path / "f32")
     for shard in sorted(d.glob("*.safetensors")):
         header = read_header(shard)
         raw = shard.read_bytes()

@@ -7,17 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import TINY_FP8
 
 from ascend_deploy.errors import InputError
 from ascend_sim.tokenizer import SPECIAL_TOKENS, bytes_to_unicode, load_tokenizer
 
-MODEL = DATA / "tiny-qwen3-fp8"
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer(str(MODEL))
+MODEL = TINY_FP8
 
 
 def test_special_token_ids_follow_the_bytes(tok):
