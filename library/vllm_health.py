@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: wait until vLLM replicas answer /health; stop early when a container exits."""
+"""Ansible module: wait until vLLM replicas answer /health (verification.health_wait)."""
 
 # ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
@@ -94,123 +94,26 @@ diagnosis:
   description: The diagnosis of that failure (pitfall, rule, title, evidence, fix, variable, guess).
   returned: when not healthy
   type: dict
+message:
+  description: >-
+    The failed replicas, the cause and the diagnosis in one paragraph (cause or best guess with
+    its confidence, pitfall, title, evidence, fix) for the role to print.
+  returned: when not healthy
+  type: str
 seconds:
   description: Time spent waiting.
   returned: always
   type: float
 """
 
-import shutil
-import subprocess
-import time
-import urllib.error
-import urllib.request
-
-from ansible.module_utils.ascend_deploy.diagnosis.engine import Diagnoser, parse_rules
+from ansible.module_utils.ascend_deploy.diagnosis.rules import parse_rules
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
+from ansible.module_utils.ascend_deploy.verification.health_wait import (
+    WaitSettings,
+    replicas_from,
+    wait,
+)
 from ansible.module_utils.basic import AnsibleModule
-
-
-def probe(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-
-
-def container_state(docker: str, name: str) -> tuple[str, int | None]:
-    try:
-        out = subprocess.run(
-            [docker, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown", None
-    if out.returncode != 0:
-        return "missing", None
-    status, _, code = out.stdout.strip().partition(" ")
-    return status, int(code) if code.strip().lstrip("-").isdigit() else None
-
-
-def container_logs(docker: str, name: str, lines: int) -> str:
-    try:
-        out = subprocess.run(
-            [docker, "logs", "--tail", str(lines), name],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return (out.stdout + out.stderr)[-4_000_000:]
-
-
-def classify(rules, logs: str) -> dict | None:
-    """The best finding of the diagnosis engine for a replica's log, or None."""
-    if rules is None or not logs:
-        return None
-    d = Diagnoser(rules)
-    d.feed_text(logs)
-    findings = d.result()["findings"]
-    return findings[0] if findings else None
-
-
-def wait(p: dict, rules=None) -> dict:
-    docker = shutil.which(p["docker"]) if p["docker"] else None
-    pending = {r["name"]: int(r["port"]) for r in p["replicas"]}
-    ready: list[str] = []
-    failed: list[dict] = []
-    started = time.monotonic()
-    deadline = started + p["timeout"]
-    while pending:
-        for name, port in list(pending.items()):
-            if probe(f"http://{p['host']}:{port}{p['path']}") == 200:
-                ready.append(name)
-                del pending[name]
-                continue
-            if docker:
-                state, code = container_state(docker, name)
-                if state in ("exited", "dead", "missing", "restarting"):
-                    failed.append({"name": name, "port": port, "state": state, "exit_code": code})
-                    del pending[name]
-        if not pending or time.monotonic() >= deadline:
-            break
-        time.sleep(p["interval"])
-    for name, port in pending.items():
-        state, code = container_state(docker, name) if docker else ("unknown", None)
-        failed.append({"name": name, "port": port, "state": state, "exit_code": code})
-    for entry in failed:
-        lines = max(p["log_lines"], p["diagnose_lines"])
-        logs = container_logs(docker, entry["name"], lines) if docker else ""
-        entry["logs"] = logs.splitlines()[-p["log_lines"] :]
-        entry["diagnosis"] = found = classify(rules, logs)
-        if found and found["pitfall"] == 4 and not found["guess"]:
-            entry["cause"] = "graph_capture"
-        elif entry["state"] in ("exited", "dead", "restarting"):
-            entry["cause"] = "exited"
-        elif entry["state"] == "missing":
-            entry["cause"] = "missing"
-        else:
-            entry["cause"] = "timeout"
-    result = {
-        "healthy": not failed,
-        "ready": sorted(ready),
-        "failures": failed,
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    if failed:
-        causes = [f["cause"] for f in failed]
-        first = causes.index("graph_capture") if "graph_capture" in causes else 0
-        result["cause"] = causes[first]
-        result["diagnosis"] = failed[first]["diagnosis"]
-    return result
 
 
 def main() -> None:
@@ -228,16 +131,16 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    for replica in module.params["replicas"]:
-        if "name" not in replica or "port" not in replica:
-            module.fail_json(msg=f"vllm_health: replica {replica!r} needs 'name' and 'port'")
-    rules = None
-    if module.params["rules"] is not None:
-        try:
-            rules = parse_rules(module.params["rules"], "rules")
-        except AscendDeployError as exc:
-            module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, **wait(module.params, rules))
+    p = module.params
+    names = ("host", "path", "timeout", "interval", "log_lines", "docker", "diagnose_lines")
+    try:
+        replicas = replicas_from(p["replicas"])
+        rules = None if p["rules"] is None else parse_rules(p["rules"], "rules")
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(
+        changed=False, **wait(replicas, WaitSettings(**{k: p[k] for k in names}), rules)
+    )
 
 
 if __name__ == "__main__":

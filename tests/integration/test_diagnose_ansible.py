@@ -112,6 +112,9 @@ def test_health_wait_classifies_failed_replicas_with_the_diagnosis_rules(tmp_pat
     assert by_name["oom-0"]["cause"] == "exited"
     assert by_name["oom-0"]["diagnosis"]["rule"] == "npu_out_of_memory"
     assert two["cause"] == "graph_capture" and two["diagnosis"]["pitfall"] == 4
+    # the role prints this paragraph (tasks/health.yml): no wording of its own
+    assert two["message"].startswith("oom-0, graph-0 graph_capture. Cause: [pitfall 4] ")
+    assert two["message"].endswith(f"Fix: {two['diagnosis']['fix']}")
     oom = res["oom"]
     assert oom["cause"] == "exited" and oom["diagnosis"]["pitfall"] == 5
     assert oom["diagnosis"]["fix"] and oom["diagnosis"]["evidence"]
