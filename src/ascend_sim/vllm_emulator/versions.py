@@ -10,33 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 
+from ascend_deploy import versioning
 from ascend_deploy.errors import InputError
 
 DEFAULT_ROW_PATH = "/opt/ascend-sim/row.json"
 ROW_KEYS = ("vllm_ascend", "vllm", "torch", "torch_npu", "cann", "hardware")
 
-_VERSION_RE = re.compile(
-    r"^v?(?P<nums>\d+(?:\.\d+)*)(?:\.?(?P<pre>rc|a|b)(?P<pren>\d+))?(?:\.post(?P<post>\d+))?",
-    re.IGNORECASE,
-)
-
 
 def version_key(text: str) -> tuple:
-    """Sort key for versions like ``v0.11.0rc2``, ``0.23.0``, ``2.8.0.post2``, ``8.3.RC2``.
-
-    A release candidate sorts before its final release; ``.postN`` after it.
-    """
-    m = _VERSION_RE.match(text.strip())
-    if not m:
-        raise ValueError(f"not a version: {text!r}")
-    nums = tuple(int(x) for x in m.group("nums").split("."))
-    nums = nums + (0,) * (4 - len(nums))
-    pre = (0, int(m.group("pren"))) if m.group("pre") else (1, 0)
-    post = int(m.group("post") or 0)
-    return (nums, pre, post)
+    """``versioning.version_key`` of a row cell; a paired cell (``v0.10.1/v0.10.1.1``) by its
+    first release. ValueError when it is not a version."""
+    return versioning.version_key(text.split("/", 1)[0])
 
 
 def at_least(version: str, minimum: str) -> bool:
@@ -66,7 +52,7 @@ _Q12 = ("ascend", "compressed-tensors")
 _Q21 = ("ascend", "compressed-tensors", "fp8", "deepseek_v4_fp8")
 
 # (first vllm-ascend version the entry applies to, behaviour); sorted ascending.
-# Sources (see /work/shared/reference/vllm-ascend.md):
+# Sources (vllm-ascend at each tag; docs/sources.md):
 # - supported_quantization: §4.1 table (v0.7.3-v0.11.0 ["ascend"]; v0.12.0rc1-v0.20.2rc1 adds
 #   "compressed-tensors"; v0.21.0rc1-v0.23.0 adds "fp8", "deepseek_v4_fp8") and §4.2
 #   (issue #14467: a Qwen3-style FP8 checkpoint then fails on o_groups).
