@@ -14,12 +14,12 @@ positive finite values; it imports numpy (and ml_dtypes for BF16/F16 scales) laz
 Architecture sources (real config.json files, copied into public repositories):
   * Qwen3-0.6B: verbatim config in a public model report (code index id 62516112186) and
     a Rust test fixture (id 55067907171); tie_word_embeddings true.
-  * Qwen3-1.7B: shape and tie from /work/shared/reference/fp8.md §1.5 and a transformers-5
+  * Qwen3-1.7B: shape and tie from public shape tables (docs/sources.md) and a transformers-5
     dump of the config (code index id 70262832084): 2048/6144/28 layers/16:8 heads, tied.
   * Qwen3-4B, 8B, 14B, 32B: verbatim configs collected in citsjtu2020/LLM-Prof
-    ``sglang/Model_Config.md``; 4B also in fp8.md §1.2. 8B/14B/32B have an lm_head.
-  * FP8 ``quantization_config`` (same for every Qwen3 dense FP8 repo): fp8.md §1.2.
-  * Tensor names and per-layer FP8 treatment: fp8.md §1.4.
+    ``sglang/Model_Config.md``; 4B also in DiffSynth-Studio. 8B/14B/32B have an lm_head.
+  * FP8 ``quantization_config`` (same for every Qwen3 dense FP8 repo): the model cards.
+  * Tensor names and per-layer FP8 treatment: docs/sources.md (block-FP8 checkpoints).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import os
 import struct
 from typing import Any
 
-# Fields shared by every Qwen3 dense config.json (fp8.md §1.2; LLM-Prof Model_Config.md).
+# Fields shared by every Qwen3 dense config.json (HF configs; LLM-Prof Model_Config.md).
 _COMMON: dict[str, Any] = {
     "architectures": ["Qwen3ForCausalLM"],
     "attention_bias": False,
@@ -99,7 +99,7 @@ FP8_QUANTIZATION_CONFIG: dict[str, Any] = {
     "weight_block_size": [128, 128],
 }
 
-GENERATION_CONFIG: dict[str, Any] = {  # fp8.md §1.3
+GENERATION_CONFIG: dict[str, Any] = {  # the defaults the Qwen3 model cards state
     "bos_token_id": 151643,
     "do_sample": True,
     "eos_token_id": [151645, 151643],

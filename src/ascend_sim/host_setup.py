@@ -4,7 +4,7 @@
 
 * ``/usr/local/Ascend/driver/version.info``, ``driver/lib64/{driver,common}/*.so``
   placeholders and a copy of the state in ``driver/lib64/.ascend-sim/state.json`` (the
-  driver lib64 directory is mounted into serving containers, vllm-ascend.md §2.2);
+  driver lib64 directory is mounted into serving containers, vllm-ascend installation.md);
 * ``/usr/local/Ascend/firmware/version.info``;
 * the CANN tree of the chosen layout: ``ascend-toolkit/<ver>/<arch>-linux/`` with a
   ``latest`` link (CANN <= 8.3) or ``cann-<ver>/<arch>-linux/`` with a ``cann`` link
@@ -15,11 +15,11 @@
 * ``/dev/davinci0..N-1``, ``/dev/davinci_manager``, ``/dev/devmm_svm``, ``/dev/hisi_hdc``;
 * the ``HwHiAiUser`` user and group.
 
-File formats follow the samples in shared/reference/samples (driver/firmware
+File formats follow the samples in tests/data/samples (driver/firmware
 ``version.info``, ``ascend_toolkit_install.info``, ``version.cfg``, ``ascend_install.info``)
-and ascend-host.md §3.
+and the version-file sources in docs/sources.md.
 
-Device numbers: ascend-host.md §3.5 does not document the driver's major/minor numbers
+Device numbers: no public source documents the driver's major/minor numbers
 (they are allocated dynamically). The simulator uses character majors from the range
 Linux reserves for local and experimental use (240-254, Documentation/admin-guide/
 devices.txt): 240 for ``davinciN`` (minor N), 241 ``davinci_manager``, 242 ``devmm_svm``,
@@ -144,7 +144,7 @@ def version_cfg(v: dict) -> str:
 
 
 def set_env_sh(home: str) -> str:
-    """A minimal ``set_env.sh`` exporting what the real one exports (ascend-host.md §3.4)."""
+    """A minimal ``set_env.sh`` exporting what the real one exports (docs/sources.md)."""
     return (
         "# ascend-sim: environment of the simulated CANN install\n"
         f"export ASCEND_TOOLKIT_HOME={home}\n"
@@ -232,7 +232,7 @@ def make_devices(root: str, count: int) -> tuple[list[str], bool]:
 
 
 def ensure_user(root: str) -> str:
-    """Create ``HwHiAiUser:HwHiAiUser`` (Huawei's install guides, ascend-host.md §3.5)."""
+    """Create ``HwHiAiUser:HwHiAiUser`` (the driver installer's default)."""
     passwd, group = _path(root, "etc/passwd"), _path(root, "etc/group")
     if os.path.isfile(passwd):
         with open(passwd, encoding="utf-8") as fh:

@@ -60,7 +60,7 @@ PULL_TIMEOUT_S = 60
 EXCLUDED_NAMES = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".ruff_cache", "*.egg-info")
 
 # Emulated rows of the vLLM-Ascend compatibility matrix. Values from
-# shared/reference/compat-matrix.yaml (vllm-project/vllm-ascend
+# tests/data/compat-matrix.yaml (vllm-project/vllm-ascend
 # docs/source/community/versioning_policy.md): v0.23.0 is the newest A2 final release,
 # v0.11.0 the older row (CANN 8.3.RC2) that still rejects FP8 checkpoints.
 # Versions are written as Python packages report them (no leading "v").

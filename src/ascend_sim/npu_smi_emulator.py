@@ -2,7 +2,7 @@
 
 Supported: ``npu-smi info``, ``info -m``, ``info -l``, ``info -t board -i N [-c C]``,
 ``info -t usages -i N``, ``info -t health -i N [-c C]``, ``-v``. Every layout, width and
-key order is the one in shared/reference/samples (ascend-host.md §1-§2):
+key order is the one in tests/data/samples (sources: docs/sources.md):
 
 * the 98-column HBM table of A2/A3 (``npu-smi-info_910B4_32GB_24.1.1_partial_7.txt``,
   ``npu-smi-info_910B4-1_25.2.0_partial_8.txt``, ``npu-smi-info_A3_25.2.1_partial_4.txt``;
@@ -30,7 +30,7 @@ from .state import chips as state_chips
 from .state import load_state
 
 REGISTRY_REL = "usr/local/dcmi/.ascend-sim/procs"
-# ascend-host.md §1.6: the DCMI failure an unusable driver gives.
+# The DCMI failure an unusable driver gives (docs/sources.md, npu-smi).
 DCMI_FAILURE = "dcmi module initialize failed. ret is -8005"
 
 

@@ -21,7 +21,7 @@ prints: npu-smi tables, version files, device nodes. Schema (extend, don't renam
 total]). ``processes`` are fixed entries (to reproduce a captured table); live serving
 processes come from ``ascend_sim.npu_registry`` instead.
 
-Field meanings and typical values come from shared/reference/ascend-host.md §1.3-§1.4
+Field meanings and typical values come from the npu-smi samples (docs/sources.md)
 (idle HBM use about 3.2-3.4 GB on 910B, 65536 MB HBM on 910B1/B2/B2C/B3/B4-64G/A3,
 32768 MB on 910B4 32 GB, 310P power ``NA``, A3 two chips per NPU with global Phy-IDs).
 """
@@ -42,7 +42,7 @@ HEALTH_VALUES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 HARDWARE = ("a2", "a3", "310p")
 STYLES = ("24.1", "25.x", "26.x")
 
-# Per model defaults (ascend-host.md §1.3/§1.4; hardware families from compat-matrix.yaml).
+# Per model defaults (npu-smi samples; hardware families from the compatibility matrix).
 MODELS: dict[str, dict[str, Any]] = {
     "910B1": {"hardware": "a2", "hbm_total_mb": 65536, "aicore_count": 24},
     "910B2": {"hardware": "a2", "hbm_total_mb": 65536, "aicore_count": 24},
@@ -259,7 +259,7 @@ def chips(state: dict, holders: list | None = None) -> list[dict]:
             if hardware == "310p":
                 power = None
             elif hardware == "a3" and chip == 1:
-                power = None  # A3 reports power per NPU on chip 0 (ascend-host.md §1.3)
+                power = None  # A3 reports power per NPU on chip 0 (npu-smi samples)
             else:
                 power = round(88.0 + (npu * 37 % 90) / 10, 1)
             hbm_used = o.get("hbm_used_mb", card["idle_hbm_used_mb"])

@@ -15,7 +15,7 @@ and, under ``--root``:
 
 * ``/opt/ascend-sim/row.json`` (the row the emulator reads),
 * the CANN install-info file in the layout of that CANN release (``ascend-toolkit/latest``
-  up to 8.3, ``cann-<ver>`` plus the ``cann`` link from 8.5; ascend-host.md §3.4),
+  up to 8.3, ``cann-<ver>`` plus the ``cann`` link from 8.5; docs/sources.md),
 * ``/usr/local/bin/vllm`` running ``python3 -m ascend_sim.vllm_emulator``.
 
 Standard library only; runs once at ``docker build``.

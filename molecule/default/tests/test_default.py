@@ -64,7 +64,7 @@ def test_documented_mounts_and_bf16_model_read_only(host):
 def test_environment_and_allocator(host):
     c = inspect(host, f"{SERVICE}-0")
     env = env_of(c)
-    # Qwen3-Dense tutorial env (vllm-ascend.md §3.3); AIV only matters with TP > 1.
+    # vllm-ascend docs/source/tutorials/Qwen3-Dense.md env; AIV only matters with TP > 1.
     assert env["TASK_QUEUE_ENABLE"] == "1"
     assert "HCCL_OP_EXPANSION_MODE" not in env or env["HCCL_OP_EXPANSION_MODE"] == "AIV"
     # vllm-ascend >= v0.14.0rc1 sets expandable_segments itself (platform.py); it logs it.

@@ -20,7 +20,7 @@ def numpy_modules() -> tuple[Any, Any]:
     return numpy, ml_dtypes
 
 
-# Scale dtypes found in published block-FP8 checkpoints (see shared/reference/fp8.md §2):
+# Scale dtypes found in published block-FP8 checkpoints (sources in docs/sources.md):
 # F32 (DeepSeek-V3), BF16 (Qwen3 dense FP8), F16 (some Qwen3-2507 FP8 tensors).
 SCALE_DTYPES = ("F32", "BF16", "F16")
 

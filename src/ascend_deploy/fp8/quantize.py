@@ -4,7 +4,7 @@ Per 128x128 tile: ``scale = amax(|w|) / 448``, ``q = round_to_e4m3fn(w / scale)`
 stored ``<name>_scale_inv`` is ``scale`` (the multiplier used to dequantize). Edge tiles
 cover only the remaining rows/columns and the scale grid is ``[ceil(out/bm), ceil(in/bn)]``.
 Sources: deepseek-ai/DeepSeek-V3 ``inference/kernel.py`` (``weight_quant``) and
-``README_WEIGHTS.md``; shared/reference/fp8.md §2. Used to build test and simulator
+``README_WEIGHTS.md`` (https://github.com/deepseek-ai/DeepSeek-V3). Used to build test and simulator
 checkpoints; numpy and ml_dtypes are imported lazily.
 """
 
@@ -24,7 +24,7 @@ from .safetensors_write import encode_header
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn (ml_dtypes.finfo, OCP FP8 spec)
 # The linear layers the published Qwen3 FP8 checkpoints quantize; embeddings, norms,
-# q_norm/k_norm and lm_head stay BF16 (shared/reference/fp8.md §1.4).
+# q_norm/k_norm and lm_head stay BF16 (https://huggingface.co/Qwen/Qwen3-4B-FP8).
 QUANTIZED_WEIGHT = re.compile(r"\.(q|k|v|o|gate|up|down)_proj\.weight$")
 FLOAT_DTYPES = ("BF16", "F16", "F32")
 

@@ -5,7 +5,7 @@ by structure, never by column position: table rows are split on ``|``, ``used / 
 pairs are found with a tolerant regex, and section boundaries are recognised by their
 header words. Layout facts (HBM vs DDR tables, A3 ``Chip Phy-ID``, 950 ``NPU ID | Name``,
 20.x tables without hugepages, the 26.x ``Process id in container`` column) come from
-``shared/reference/ascend-host.md`` §1, §2 and §6 and the samples listed there.
+the npu-smi sources in docs/sources.md and the samples in tests/data/samples.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..errors import CheckFailed, InputError, describe_path, shown
 KINDS = ("info", "map", "kv")
 MAX_OUTPUT = 8 << 20  # npu-smi prints a few KiB; more is a broken binary or a wrong file
 
-# Where driver packages install npu-smi (ascend-host.md §1.6 and §3.1); Ansible and cron
+# Where driver packages install npu-smi (docs/sources.md); Ansible and cron
 # often run with a PATH that lacks /usr/local/sbin.
 FALLBACK_DIRS = ("/usr/local/bin", "/usr/local/sbin")
 
@@ -33,7 +33,7 @@ _NULLS = {"", "NA", "N/A", "-", "--"}
 _PAIR = re.compile(r"(\S+?)\s*/\s*(\S+)")
 _RULE = re.compile(r"^[+|][-=+|\s]*$")
 # Keys are words with units in brackets ("NPU Real-time Power(W)", "LM75A_TE (C)"); keys
-# never contain ':', values may ("0000:C1:00.0"); see ascend-host.md §2.1.
+# never contain ':', values may ("0000:C1:00.0"); see docs/sources.md (npu-smi).
 _KEY = r"[A-Za-z][A-Za-z0-9 ()%_.\-]*?"
 _KV = re.compile(rf"^\s*({_KEY})\s*:\s?(.*)$")
 _KV_INLINE_PAIR = re.compile(rf"({_KEY}):(\S+)")

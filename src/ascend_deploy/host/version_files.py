@@ -1,6 +1,6 @@
 """Read Ascend version files: ``KEY=VALUE`` and ``Key : value`` (standard library only).
 
-Formats (shared/reference/ascend-host.md §3): driver and firmware ``version.info``,
+Formats (docs/sources.md, version files): driver and firmware ``version.info``,
 ``ascend_toolkit_install.info``, ``ascend_nnae_install.info``, ``/etc/ascend_install.info``
 and ``version.cfg`` are ``KEY=VALUE``; NNAL/ATB and MindIE ``version.info`` are
 ``Key : value`` (MindIE also ``key:value``). Copies pasted by users carry ``cat -n`` line

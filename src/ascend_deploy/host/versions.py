@@ -1,6 +1,6 @@
 """Installed versions on an Ascend host: driver, firmware, CANN, NNAL, Python packages.
 
-Paths and formats follow shared/reference/ascend-host.md §3 and §5:
+Paths and formats follow the version-file sources in docs/sources.md:
 
 * driver   ``<ascend>/driver/version.info``   (``Version``, ``Innerversion``,
   ``compatible_version``, ``compatible_version_fw``)
@@ -377,7 +377,7 @@ def _code_in(code: tuple | None, labels: list[str]) -> bool:
 def cann_pairing(driver: dict, cann: dict) -> dict:
     """CANN innerversion C-code in the driver's ``compatible_version`` (or the reverse).
 
-    This rule is observed on real hosts, not documented by Huawei (ascend-host.md §3.4):
+    This rule is observed on real hosts, not documented by Huawei (docs/sources.md):
     each side's ``compatible_version`` lists release trains of the other side. A miss is
     therefore a warning, not a failure.
     """

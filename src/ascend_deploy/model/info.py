@@ -6,7 +6,7 @@ wrappers), ``quant_model_description.json`` (ModelSlim) and the safetensors shar
 Weight bytes "served" are what the NPU holds after the deployment's preparation: on
 hardware without FP8 compute (Atlas A2/A3, 310P) a block-FP8 checkpoint is converted to
 BF16, so every F8 weight doubles and the ``*_scale_inv`` tensors disappear
-(reference fp8.md §0 and §4; vllm-ascend.md §4.2). For Qwen3-4B-FP8 that is 650 tensors /
+(docs/sources.md: block-FP8, vLLM-Ascend quantization). For Qwen3-4B-FP8: 650 tensors /
 4,412,063,872 bytes on disk and 398 tensors / 8,044,936,192 bytes served.
 """
 

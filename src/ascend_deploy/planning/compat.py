@@ -1,11 +1,11 @@
 """The vllm-ascend compatibility matrix: resolve a runtime set, check an installed one.
 
 The matrix is package data (``data/compat_matrix.json``) converted from
-shared/reference/compat-matrix.yaml, whose sources are kept in its ``sources`` list
+tests/data/compat-matrix.yaml, whose sources are kept in its ``sources`` list
 (vllm-ascend ``docs/source/community/versioning_policy.md`` plus README / Dockerfile /
 requirements.txt per tag). Image suffixes follow vllm-ascend
-``.github/workflows/schedule_image_build_and_push.yaml`` (shared/reference/vllm-ascend.md
-§2.1). Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
+``.github/workflows/schedule_image_build_and_push.yaml`` (see docs/sources.md).
+Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
 (docs/compat-sources.md). Standard library only.
 
 The matrix is an argument: every function that reads rows takes ``matrix`` (the
@@ -42,7 +42,7 @@ PIP_NAMES = {
     "torch_npu": "torch-npu",
 }
 
-# Image tag suffix per hardware (vllm-ascend.md §2.1). The first tag that has the image:
+# Image tag suffix per hardware (the image workflow). The first tag that has the image:
 # -a3 since v0.10.0rc1, -310p since v0.9.1rc1 (not in the v0.9.1 final line; the matrix's
 # hardware lists already reflect that), -a5 since v0.17.0rc1 (first Ascend 950 release).
 IMAGE_SUFFIX = {"a2": "", "a3": "-a3", "310p": "-310p", "a5": "-a5"}

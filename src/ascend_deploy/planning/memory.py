@@ -23,15 +23,15 @@ over the TP group (with ``--enable-expert-parallel`` whole experts are spread ov
 ranks instead of slices of every expert: the same bytes per NPU).
 
 ``HBM_used_by_others`` is what ``npu-smi`` reports as used on the card before the start
-(it includes the ~3.3 GB a 910B shows at idle, reference peers.md §3.4; torch_npu
+(it includes the ~3.3 GB a 910B shows at idle, vllm-ascend issues #1363, #1767; torch_npu
 likewise sees only ~61 of 64 GiB). Constants, each in one place (``MemoryModel``):
 
 * ``block_size`` 128: the KV block size vllm-ascend uses on Ascend (its platform sets 128
-  for the NPU attention kernels; the serving brief, vllm-ascend.md §3.3).
+  for the NPU attention kernels in ``vllm_ascend/platform.py``).
 * ``graph_capture_mb`` 2048: memory for captured ACL graphs. GPUStack reserves 2 GiB for
-  CUDA-graph overhead in its vLLM fit estimate (peers.md §3.2, gpustack
+  CUDA-graph overhead in its vLLM fit estimate (https://github.com/gpustack/gpustack
   ``policies/utils.py``); graph capture on Ascend costs extra memory per captured size
-  (peers.md §3.4 item 5, vllm-ascend PR #1503). 0 with ``--enforce-eager``.
+  (vllm-ascend PR #1503, issues #6002, #8393). 0 with ``--enforce-eager``.
 * ``runtime_reserve_mb`` 1024: CANN runtime context, ATB/ACL workspaces and allocator
   fragmentation that the profiling peak does not show. No published figure: an
   engineering allowance, chosen so that the planner fails Qwen3-14B BF16 on a 32 GB
@@ -54,7 +54,7 @@ Planning policy constants:
 * ``expected_avg_context_tokens`` 4096: the context a running sequence is assumed to hold
   on average. ``max_num_seqs`` = KV capacity // min(max_model_len, 4096), at least 1,
   at most 256: the planned concurrency fits the cache without preemption storms
-  (pitfall 6, error-signatures.md).
+  (pitfall 6 in README).
 * ``min_model_len`` 2048: when ``max_model_len`` is lowered automatically it is not
   lowered below this (or below the model's own limit, if that is smaller); a card that
   cannot hold that is reported as infeasible instead.

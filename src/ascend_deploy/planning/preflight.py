@@ -1,7 +1,7 @@
 """One report of every host check that predicts a failed vLLM-Ascend start.
 
 Each check is a finding ``{"id", "pitfall", "status": ok|warn|fail, "evidence", "fix"}``;
-pitfall numbers are those of shared/reference/error-signatures.md §1 (1 stack mismatch /
+pitfall numbers are those of README's table of eight failures (1 stack mismatch /
 NPU not visible, 2 FP8, 3 stale processes and ports, 5-8 memory, KV cache, quantization,
 tensor parallelism). ``ok`` in the result is False as soon as one check fails.
 """

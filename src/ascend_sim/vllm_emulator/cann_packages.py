@@ -1,6 +1,6 @@
 """What an emulated CANN package knows about itself: its release train and the driver trains it
 accepts, as its ``ascend_toolkit_install.info`` carries them (``innerversion``,
-``compatible_version``; ascend-host.md §3.4, samples ``ascend_toolkit_install.info_*``).
+``compatible_version``; docs/sources.md, samples ``ascend_toolkit_install.info_*``).
 
 The emulated ``torch.npu`` decides driver/CANN compatibility from these lists and the driver's
 own ``version.info`` (``device.cann_runs_on_driver``), never from the bundle's compatibility

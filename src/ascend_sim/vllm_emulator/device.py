@@ -1,6 +1,6 @@
 """What the emulated torch_npu sees of the host: device nodes, driver, simulated state.
 
-Paths follow the documented container mounts (vllm-ascend.md §2.2): ``/dev/davinciN`` and
+Paths follow the documented container mounts (vllm-ascend installation.md): ``/dev/davinciN`` and
 the management nodes, ``/usr/local/Ascend/driver/version.info``, ``driver/lib64`` (which
 carries the simulated host state in ``.ascend-sim/state.json``) and ``/usr/local/dcmi``
 (the live NPU-memory registry). Every path is prefixed by ``ASCEND_SIM_ROOT`` (default
@@ -148,7 +148,7 @@ def cann_runs_on_driver(env: NpuEnvironment, cann: str) -> bool | None:
     """Whether the image's CANN runs on the host driver, by the version files' own lists.
 
     Each side's ``compatible_version`` names release trains (C-codes) of the other side
-    (ascend-host.md §3.4): the pair runs when the CANN's train is in the driver's list or the
+    (docs/sources.md): the pair runs when the CANN's train is in the driver's list or the
     driver's train is in the CANN's list (driver 24.1.rc3, C19, lists C13-C19; CANN 8.2.RC1,
     C22, lists C19: it runs). False when the lists exist and neither names the other;
     None when there is nothing to compare (no Innerversion and no list on a side).

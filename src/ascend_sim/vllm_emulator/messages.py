@@ -1,7 +1,7 @@
 """The exact log lines and error texts the emulator prints, each with its source.
 
 Texts are copied from real vLLM / vLLM-Ascend / torch_npu output (see
-``/work/shared/reference/error-signatures.md`` for the pitfall signatures); ``{}``
+``tests/data/logs/`` for the pitfall signatures, each with its URL); ``{}``
 placeholders are filled with the emulator's own numbers. Where a real line carries a
 source file and line number (``[kv_cache_utils.py:1087]``), ``LOC`` gives the one used.
 """
@@ -30,7 +30,7 @@ MAX_MODEL_LEN = "Using max model len {n}"
 PLUGINS_AVAILABLE = "Available plugins for group vllm.platform_plugins:"
 PLUGIN_ENTRY = "- ascend -> vllm_ascend:register"
 PLUGIN_ACTIVATED = "Platform plugin ascend is activated"
-# Source: vllm-ascend.md §3.1 (vllm_ascend/platform.py::_set_pytorch_npu_alloc_env, >= v0.14.0rc1).
+# Source: vllm-ascend vllm_ascend/platform.py::_set_pytorch_npu_alloc_env (>= v0.14.0rc1).
 ALLOC_CONF_SET = "Set PYTORCH_NPU_ALLOC_CONF={value}"
 # Source: worker_v1.py line in https://github.com/vllm-project/vllm-ascend/pull/2139.
 AVAILABLE_MEMORY = "Available memory: {available}, total memory: {total}"
@@ -57,7 +57,7 @@ STARTING_SERVER = "Starting vLLM API server {n} on http://{host}:{port}"
 AVAILABLE_ROUTES = "Available routes are:"
 ROUTE = "Route: {path}, Methods: {methods}"
 # Source: periodic stats line, loggers.py, https://github.com/vllm-project/vllm-ascend/issues/2245
-# (error-signatures.md pitfall 6).
+# (pitfall 6; tests/data/logs).
 STATS = (
     "Engine 000: Avg prompt throughput: {prompt:.1f} tokens/s, Avg generation throughput: "
     "{gen:.1f} tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, GPU KV cache usage: "
@@ -77,7 +77,7 @@ PREEMPTED = (
 RESUMED = "Preempted request {req} has been resumed!"
 
 # --- Pitfall 1: no NPU / driver incompatible ------------------------------------------------
-# Source: vllm-ascend.md §6 (installation.md / FAQ 6): what vLLM prints when the ascend plugin
+# Source: vllm-ascend installation.md / FAQ 6: what vLLM prints when the ascend plugin
 # cannot load torch_npu.
 NO_PLATFORM = "No platform detected, vLLM is running on UnspecifiedPlatform"
 FAILED_INFER_DEVICE = "RuntimeError: Failed to infer device type"
@@ -96,7 +96,7 @@ ACL_RECTIFY = "        Rectify the fault based on the error information in the a
 
 # --- Pitfall 2: FP8 --------------------------------------------------------------------------
 # Source: vLLM Platform.verify_quantization (vllm/platforms/interface.py),
-# error-signatures.md pitfall 2; vllm-ascend <= v0.20.2rc1.
+# pitfall 2 (tests/data/logs); vllm-ascend <= v0.20.2rc1.
 QUANT_NOT_SUPPORTED = "ValueError: {quant} quantization is currently not supported in npu."
 # Source: https://github.com/vllm-project/vllm-ascend/issues/14467 (v0.21.0rc1 .. v0.23.0:
 # AscendFp8Config routes a generic block-FP8 model to the DeepSeek-V4 scheme).
@@ -123,7 +123,7 @@ HCCL_LISTEN = (
 )
 
 # --- Pitfall 4: graph capture ----------------------------------------------------------------
-# Source: vllm-ascend troubleshooting notes (error-signatures.md pitfall 4, "507903") and the
+# Source: vllm-ascend troubleshooting notes (pitfall 4 in tests/data/logs, "507903") and the
 # torch_npu capture_begin/EZ9999 formats of the FAQ 13/17 signatures.
 CAPTURE_END_FAILED = (
     "RuntimeError: capture_end:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:264 NPU function "
@@ -210,9 +210,9 @@ def modelslim_not_found(model: str, json_names: list[str]) -> list[str]:
     return lines
 
 
-# Source: vllm-ascend.md §4.1 (auto-detection since v0.17.0rc1, vllm_ascend/quantization/utils.py).
+# Source: vllm-ascend vllm_ascend/quantization/utils.py (auto-detection since v0.17.0rc1).
 QUANT_AUTODETECTED = "Auto-detected quantization method '{method}' from {source}"
-# Source: vllm-ascend.md §6 (older-era startup line, issue #1233).
+# Source: older-era startup line, https://github.com/vllm-project/vllm-ascend/issues/1233
 ASCEND_QUANT_SLOW = (
     "ascend quantization is not fully optimized yet. The speed can be slower than "
     "non-quantized models."
@@ -225,7 +225,7 @@ HEADS_NOT_DIVISIBLE = (
     "size ({tp})."
 )
 # Source: https://github.com/vllm-project/vllm/pull/8054 (Ascend attention view under TP),
-# error-signatures.md pitfall 8.
+# pitfall 8 (tests/data/logs).
 SHAPE_INVALID = (
     "RuntimeError: shape '[-1, {seq}, {heads}, {head_dim}]' is invalid for input of size {size}"
 )

@@ -1,7 +1,7 @@
 """A container's view of a simulated host in a directory, for running the emulator locally.
 
 ``make_root`` lays out what a vLLM-Ascend container sees through its documented devices
-and mounts (vllm-ascend.md §2.2) under one directory; point ``ASCEND_SIM_ROOT`` at it.
+and mounts (vllm-ascend installation.md) under one directory; point ``ASCEND_SIM_ROOT`` at it.
 Device nodes are plain files here (the emulator checks presence; inside the simulated host
 they are real character devices made by ``ascend_sim.host_setup``).
 """
@@ -18,7 +18,7 @@ import threading
 
 from .device import DRIVER_VERSION_REL, MANAGEMENT_NODES, REGISTRY_REL, STATE_REL
 
-# Rows of compat-matrix.yaml the images are built from (the newest A2 final and an older one).
+# Rows of the compatibility matrix the images are built from (the newest A2 final and an older one).
 ROWS = {
     "v0.23.0": {
         "vllm_ascend": "v0.23.0",

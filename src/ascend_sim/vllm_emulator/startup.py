@@ -38,7 +38,7 @@ from .vlog import VLog
 
 # Default max_num_seqs of vLLM's V1 engine for the OpenAI server.
 DEFAULT_MAX_NUM_SEQS = 256
-# HCCL's default host-NIC listen port (error-signatures.md pitfall 3: port[60000]).
+# HCCL's default host-NIC listen port (pitfall 3 logs in tests/data/logs: port[60000]).
 HCCL_DEFAULT_PORT = 60000
 
 

@@ -1,4 +1,4 @@
-"""`ascend-deploy diagnose` on every signature of error-signatures.md and on messy real logs."""
+"""`ascend-deploy diagnose` on every pitfall signature (tests/data/logs) and on messy real logs."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def test_error_is_within_fp8_rounding():
     err = np.abs(back - w)
     assert (err <= np.maximum(np.abs(w) * 2.0**-4, scale * 2.0**-10) * (1 + 1e-6)).all()
     rel = np.linalg.norm(back - w) / np.linalg.norm(w)
-    assert 0.005 < rel < 0.05  # ~2.6% measured in shared/reference/fp8.md §6
+    assert 0.005 < rel < 0.05  # ~2.6% simulated (docs/sources.md)
 
 
 def test_zero_tiles_and_clamping():

@@ -19,7 +19,7 @@ from ascend_deploy.versioning import version_key
 from ascend_sim.checkpoints import with_yarn, write_checkpoint
 
 GB64, GB32 = 65536, 32768
-IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (peers.md §3.4)
+IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (vllm-ascend #1363)
 
 
 @pytest.fixture(scope="module")

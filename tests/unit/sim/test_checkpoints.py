@@ -19,7 +19,8 @@ def total(specs):
     return sum(math.prod(shape) * SIZES[dtype] for _, dtype, shape in specs)
 
 
-# fp8.md §1.4/§1.5: tensor counts and total_size (BF16 release, FP8 release with BF16 scales)
+# docs/sources.md (block-FP8 checkpoints): tensor counts and total_size
+# (BF16 release, FP8 release with BF16 scales)
 @pytest.mark.parametrize(
     ("arch", "bf16_count", "bf16_size", "fp8_count", "fp8_size"),
     [

@@ -37,7 +37,7 @@ def _dump(path: str, doc: dict) -> None:
 
 
 def scales_ignored_copy(src: str, dst: str) -> None:
-    """The classic wrong conversion: cast FP8 to BF16 and drop the scales (fp8.md §0 item 5)."""
+    """The classic wrong conversion: cast FP8 to BF16 and drop the scales (docs/sources.md)."""
     from safetensors.numpy import save_file
 
     os.makedirs(dst)
