@@ -124,35 +124,15 @@ def make_plan(
     )
     chosen = choose_tp(sizing, valid, heads, kv_heads, len(ids), tp)
     t = chosen["tp"]
-    replicas = len(ids) // t
-    if len(ids) % t:
-        notes.append(f"{len(ids) % t} NPU(s) stay unused: {len(ids)} is not a multiple of TP {t}")
-    max_pos = facts["max_model_len_limit"]
-    if max_model_len is None and chosen["max_model_len"] < max_pos and not chosen["reasons"]:
-        notes.append(
-            f"max_model_len lowered from the model's {max_pos} to {chosen['max_model_len']} "
-            "tokens: that is what the KV cache holds"
-        )
+    notes += _sizing_notes(chosen, len(ids), facts["max_model_len_limit"], max_model_len)
 
     env = planned_env(rules, t, version, hw_key)
+    ranks = t * (len(ids) // t)
     swap_gib = swap_space(
-        rules["flags"]["--swap-space"], t, version, hw_key, host_ram_mb, t * replicas, notes
+        rules["flags"]["--swap-space"], t, version, hw_key, host_ram_mb, ranks, notes
     )
-    ep_rule = rules["flags"].get("--enable-expert-parallel")
-    expert_parallel = bool(
-        facts["moe"] and ep_rule and rule_applies(ep_rule.get("when", {}), t, version, hw_key)
-    )
-    if expert_parallel:
-        notes.append(
-            f"MoE with {facts['moe']['experts']} experts at TP {t}: --enable-expert-parallel "
-            "spreads whole experts over the TP ranks (all experts stay resident)"
-        )
-
-    if facts["needs_conversion"]:
-        serve_dir = served_model_dir or os.path.normpath(model_dir) + "-bf16"
-    else:
-        serve_dir = served_model_dir or model_dir
-    name = served_model_name or os.path.basename(os.path.normpath(model_dir))
+    expert_parallel = _expert_parallel(rules, facts, t, version, hw_key, notes)
+    serve_dir, name = _served(facts, model_dir, served_model_dir, served_model_name)
     flags = _flags(
         chosen, gpu_memory_utilization, hw, quant_flag, enforce_eager, expert_parallel, swap_gib
     )
@@ -162,21 +142,13 @@ def make_plan(
         return ["vllm", "serve", serve_dir, *where, *flags, *extra]
 
     launches = replica_specs(service, ids, t, port, env, argv_for, rules.get("hccl_ports"))
-
-    secret_env = []
-    if api_key_env:
-        secret_env.append(rules.get("api_key_env", {}).get("name", "VLLM_API_KEY"))
-        notes.append(
-            "API key: give the container VLLM_API_KEY from a secret (env file); vLLM reads it "
-            "when --api-key is absent, so the key never appears in argv"
-        )
+    secret_env = _secret_env(rules, api_key_env, notes)
     if facts["needs_conversion"]:
         notes.append(
             f"FP8 weights are converted to BF16 for {hw['name']} (no FP8 compute): "
             f"{facts['weight_bytes_on_disk']:,} bytes on disk become "
             f"{facts['weight_bytes_served']:,} bytes; serving {serve_dir}"
         )
-    reasons = chosen["reasons"]
     return {
         "model": facts,
         "model_dir": model_dir,
@@ -190,7 +162,8 @@ def make_plan(
         "kv_capacity_tokens": chosen["budget"]["kv_capacity_tokens"],
         "tp": t,
         "valid_tp_sizes": valid,
-        "replicas": replicas,
+        "npus": ids,
+        "replicas": len(launches),
         "max_model_len": chosen["max_model_len"],
         "max_num_seqs": chosen["max_num_seqs"],
         "gpu_memory_utilization": gpu_memory_utilization,
@@ -203,13 +176,70 @@ def make_plan(
             "source": model_dir,
             "target": serve_dir if facts["needs_conversion"] else None,
         },
+        **_result(chosen["reasons"], notes, launches, secret_env),
+    }
+
+
+def _sizing_notes(chosen: dict, npus: int, max_pos: int, max_model_len: int | None) -> list[str]:
+    """Unused NPUs and a lowered context, said in the plan's notes."""
+    t, notes = chosen["tp"], []
+    if npus % t:
+        notes.append(f"{npus % t} NPU(s) stay unused: {npus} is not a multiple of TP {t}")
+    if max_model_len is None and chosen["max_model_len"] < max_pos and not chosen["reasons"]:
+        notes.append(
+            f"max_model_len lowered from the model's {max_pos} to {chosen['max_model_len']} "
+            "tokens: that is what the KV cache holds"
+        )
+    return notes
+
+
+def _expert_parallel(
+    rules: dict, facts: dict, tp: int, version: tuple | None, hardware: str, notes: list[str]
+) -> bool:
+    """Whether a MoE model gets --enable-expert-parallel (the serving rules decide)."""
+    rule = rules["flags"].get("--enable-expert-parallel")
+    on = bool(facts["moe"] and rule and rule_applies(rule.get("when", {}), tp, version, hardware))
+    if on:
+        notes.append(
+            f"MoE with {facts['moe']['experts']} experts at TP {tp}: --enable-expert-parallel "
+            "spreads whole experts over the TP ranks (all experts stay resident)"
+        )
+    return on
+
+
+def _served(
+    facts: dict, model_dir: str, served_model_dir: str | None, served_model_name: str | None
+) -> tuple[str, str]:
+    """The directory vLLM loads (the BF16 copy of an FP8 checkpoint) and the served name."""
+    if facts["needs_conversion"]:
+        serve_dir = served_model_dir or os.path.normpath(model_dir) + "-bf16"
+    else:
+        serve_dir = served_model_dir or model_dir
+    return serve_dir, served_model_name or os.path.basename(os.path.normpath(model_dir))
+
+
+def _secret_env(rules: dict, api_key_env: bool, notes: list[str]) -> list[str]:
+    """Names of the environment variables the container gets from a secret (the API key)."""
+    if not api_key_env:
+        return []
+    notes.append(
+        "API key: give the container VLLM_API_KEY from a secret (env file); vLLM reads it "
+        "when --api-key is absent, so the key never appears in argv"
+    )
+    return [rules.get("api_key_env", {}).get("name", "VLLM_API_KEY")]
+
+
+def _result(
+    reasons: list[str], notes: list[str], launches: list[dict], secret_env: list[str]
+) -> dict:
+    """The verdict and the launch part of the plan (replica 0's argv and env, every spec)."""
+    return {
         "feasible": not reasons,
         "reasons": reasons,
         "notes": notes,
         "argv": launches[0]["argv"],
         "env": launches[0]["env"],
         "secret_env": secret_env,
-        "npus": ids,
         "devices_per_replica": [launch["npus"] for launch in launches],
         "replica_launch": launches,
         "command": shlex.join(launches[0]["argv"]),
