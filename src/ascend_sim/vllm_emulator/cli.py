@@ -13,13 +13,15 @@ from collections.abc import Sequence
 from ascend_deploy.errors import AscendDeployError, InputError
 
 from .args import build_parser, normalise
-from .server import run_server
-from .startup import StartupFailed, run_startup
 from .versions import load_row
 
 
 def serve(args: argparse.Namespace) -> int:
     """``vllm serve``: start up, then serve until stopped. Returns the exit code."""
+    # imported here so that `vllm --version` stays quick (the HTTP server costs ~0.15 s)
+    from .server import run_server
+    from .startup import StartupFailed, run_startup
+
     try:
         dep = run_startup(args)
     except StartupFailed as exc:
