@@ -14,7 +14,7 @@ from ascend_deploy.errors import CheckFailed, InputError
 from ascend_deploy.model.info import inspect_model
 from ascend_deploy.planning import memory as memory_model
 from ascend_deploy.planning.plan import make_plan, valid_tp_sizes
-from ascend_deploy.planning.rules import load_rules
+from ascend_deploy.planning.rules import load_rules, shipped_rules
 from ascend_deploy.versioning import version_key
 from ascend_sim.checkpoints import with_yarn, write_checkpoint
 
@@ -155,6 +155,7 @@ def test_rules_are_an_argument(models):
     shipped = make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=2, tp=2, vllm_ascend="v0.13.0")
     assert "ASCEND_DEPLOY_PROBE" not in shipped["env"]
     assert load_rules()["hardware"]["a2"]["supported_since"] == "v0.7.1rc1"
+    assert shipped_rules() is shipped_rules()  # read from disk once per process
     with pytest.raises(InputError, match="need 'hardware', 'env' and 'flags'"):
         make_plan(models["4b-bf16"], hbm_total_mb=GB64, rules={"hardware": {}})
 
