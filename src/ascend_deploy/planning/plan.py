@@ -97,6 +97,7 @@ def make_plan(
         tp,
         host_ram_mb,
         host,
+        service,
     )
     ids = npu_ids(npus)
     extra = check_extra_args(extra_args)

@@ -76,6 +76,7 @@ def check_request(
     tp: int | None,
     host_ram_mb: int | None,
     host: str,
+    service: str = "vllm",
 ) -> None:
     """InputError for a number or address the planner cannot use."""
     check_int("hbm_total_mb", hbm_total_mb, 1)
@@ -101,6 +102,10 @@ def check_request(
             check_int(name, value, 1)
     if not isinstance(host, str) or not host:
         raise InputError(f"host must be a non-empty string, got {host!r}")
+    if not isinstance(service, str) or not service:
+        raise InputError(
+            f"service must be a non-empty name (containers are <service>-<i>), got {service!r}"
+        )
 
 
 def check_extra_args(extra_args: list[str] | None) -> list[str]:

@@ -160,6 +160,11 @@ def test_rules_are_an_argument(models):
         make_plan(models["4b-bf16"], hbm_total_mb=GB64, rules={"hardware": {}})
 
 
+def test_an_empty_service_name_is_refused(models):
+    with pytest.raises(InputError, match="service must be a non-empty name"):
+        make_plan(models["4b-bf16"], hbm_total_mb=GB64, service="")
+
+
 def test_an_unparsable_vllm_ascend_version_is_an_input_error(models):
     with pytest.raises(InputError, match=r"'latest' is not a version like v0\.13\.0"):
         make_plan(models["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="latest")
