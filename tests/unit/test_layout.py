@@ -42,6 +42,23 @@ def test_no_tracked_file_cites_paths_outside_the_repository():
     assert not offenders, "cite a public URL or docs/sources.md instead:\n" + "\n".join(offenders)
 
 
+TEST_PATH = re.compile(r"tests/(?:unit|integration)/[\w/]*test_[\w*]*\.py")
+
+
+def test_every_test_file_named_in_the_repository_exists():
+    """Docs, comments and scripts that name a test file follow it when tests move."""
+    missing = []
+    for rel in tracked_files():
+        path = REPO / rel
+        if not path.is_file():
+            continue
+        text = path.read_bytes().decode("utf-8", "replace")
+        for name in sorted(set(TEST_PATH.findall(text))):
+            if not list(REPO.glob(name)):
+                missing.append(f"{rel}: {name}")
+    assert not missing, "\n".join(missing)
+
+
 def test_test_module_basenames_are_unique():
     """No __init__.py in tests/: pytest imports each test module by its basename."""
     names = Counter(p.name for p in (REPO / "tests").rglob("test_*.py"))
