@@ -1,7 +1,7 @@
 """deploy.yml's Prometheus file_sd targets: the real task file in a real ansible-playbook run.
 
 The fleet hosts are inventory entries carrying the facts the roles leave behind
-(vllm_service_replicas, vllm_service_result, ascend_deploy_done); the task runs once on the
+(vllm_service_result, ascend_deploy_done); the task runs once on the
 controller as in deploy.yml's last play and writes the targets file, which is read back as
 Prometheus' file_sd reads it (a JSON list of {targets, labels}).
 """
@@ -36,9 +36,12 @@ def replicas(service: str, layout: list[list[int]], base_port: int = 8000) -> li
 def host(model: str, layout: list[list[int]], done: bool = True, **extra) -> dict:
     reps = replicas("qwen3", layout)
     out = {
-        "vllm_service_name": "qwen3",
-        "vllm_service_replicas": reps,
-        "vllm_service_result": {"served_model_name": model, "ports": [r["port"] for r in reps]},
+        "vllm_service_result": {
+            "name": "qwen3",
+            "served_model_name": model,
+            "ports": [r["port"] for r in reps],
+            "endpoints": reps,
+        },
         **extra,
     }
     if done:
