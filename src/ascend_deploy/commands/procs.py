@@ -7,6 +7,8 @@ import argparse
 from ..cli import emit
 from ..errors import InputError
 from ..host.procs import find_holders, load_npu_info, stop
+from ..reporting.tables import Column
+from ..reporting.tables import render as render_table
 
 
 def _port(text: str) -> int:
@@ -48,7 +50,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _row(role: str, e: dict) -> str:
+HEADERS = [
+    Column("ROLE"),
+    Column("PID", align=">"),
+    Column("OWNER?"),
+    Column("WHERE"),
+    Column("UNIT/CONTAINER"),
+    Column("COMMAND"),
+]
+
+
+def _row(role: str, e: dict) -> list[object]:
     owner = e.get("container_name") or (e.get("container_id") or "")[:12]
     owner = f"container:{owner}" if owner else (e.get("systemd_unit") or e.get("user") or "-")
     who = "managed" if e.get("managed") else ("gone" if not e.get("alive") else "FOREIGN")
@@ -58,16 +70,18 @@ def _row(role: str, e: dict) -> str:
         else ",".join(f"{n['npu']}/{n['chip']}" for n in e.get("npus", [])) + f" {e['memory_mb']}MB"
     )
     cmd = e.get("cmdline") or e.get("npu_smi_name") or e.get("name") or "?"
-    line = f"{role:<8} {e.get('pid') or '?':>8} {who:<8} {where:<22} {owner:<24} {cmd[:70]}"
-    if e.get("note"):
-        line += f"\n{'':>18}note: {e['note']}"
-    return line
+    return [role, e.get("pid") or "?", who, where, owner, cmd[:70]]
 
 
 def render(result: dict) -> str:
-    lines = [f"{'ROLE':<8} {'PID':>8} {'OWNER?':<8} {'WHERE':<22} {'UNIT/CONTAINER':<24} COMMAND"]
-    lines += [_row("listener", e) for e in result["listeners"]]
-    lines += [_row("npu", e) for e in result["npu_holders"]]
+    holders = [("listener", e) for e in result["listeners"]]
+    holders += [("npu", e) for e in result["npu_holders"]]
+    lines = render_table(HEADERS, [_row(role, e) for role, e in holders], sep=" ")
+    # a holder's note goes on its own line under the OWNER? column
+    indent = " " * lines[0].index("OWNER?")
+    for i, (_, e) in reversed(list(enumerate(holders))):
+        if e.get("note"):
+            lines.insert(i + 2, f"{indent}note: {e['note']}")
     if len(lines) == 1:
         lines = [
             "nothing holds "

@@ -1,4 +1,4 @@
-"""The one fixed-width table renderer (fleet tables, preflight, npu-smi) on real inputs."""
+"""The one fixed-width table renderer (fleet tables, preflight, npu-smi, procs) on real inputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 from conftest import SAMPLES, sample
 
 from ascend_deploy.commands.npu_smi import render as render_npu_smi
+from ascend_deploy.commands.procs import render as render_procs
 from ascend_deploy.host.npu_smi import parse
+from ascend_deploy.host.procs import find_holders
 from ascend_deploy.planning.preflight import render_table
 from ascend_deploy.reporting.tables import (
     Column,
@@ -159,3 +161,23 @@ def test_every_npu_smi_sample_renders(tmp_path):
         text = render_npu_smi(parse(sample(name)))
         assert text.count("NPU  CHIP  PHY") == 1, name
         assert all(line == line.rstrip() for line in text.splitlines()), name
+
+
+def test_procs_table_a_real_listener_and_npu_holders_with_notes(http_listener):
+    """`ascend-deploy procs`: a real listening process and npu-smi holders that are not running
+    here; the notes sit under the OWNER? column."""
+    proc, port = http_listener
+    info = parse(sample("npu-smi-info_with_processes_910B1_elided_3.txt"))
+    lines = render_procs(find_holders(port, "vllm", info)).splitlines()
+    assert lines[0].split() == ["ROLE", "PID", "OWNER?", "WHERE", "UNIT/CONTAINER", "COMMAND"]
+    owner_at = lines[0].index("OWNER?")
+    pid_end = lines[0].index("PID") + len("PID")
+    listener = lines[1]
+    assert listener.startswith("listener") and listener[owner_at:].startswith("FOREIGN ")
+    assert listener[:pid_end].endswith(str(proc.pid))  # right-aligned under PID
+    assert f"127.0.0.1:{port}" in listener and "http.server" in listener
+    holders = [line for line in lines if line.startswith("npu ")]
+    assert [line[owner_at:].split()[0] for line in holders] == ["gone"] * 3
+    notes = [line for line in lines if line.lstrip().startswith("note: ")]
+    assert len(notes) == 3 and all(n.index("note:") == owner_at for n in notes)
+    assert lines.index(notes[0]) == lines.index(holders[0]) + 1
