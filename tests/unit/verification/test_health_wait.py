@@ -213,3 +213,16 @@ def test_describe_cuts_long_evidence():
     text = describe(finding)
     assert text.startswith("Cause: HCCL timeout. Evidence: xxx")
     assert "x" * 297 + "..." in text and text.endswith("Fix: check the network")
+
+
+def test_the_emulated_vllm_server_is_healthy(openai_server):
+    """The OpenAI server fixture (emulated vLLM-Ascend): its /health answers 200, with an API
+    key set too (vLLM does not guard /health with it)."""
+    emu = openai_server("v0.11.0", "--max-model-len", "256", "--api-key", "sk-health")
+    result = wait([Replica("vllm-0", emu.port)], WaitSettings(docker="", **FAST))
+    assert result["healthy"] is True and result["ready"] == ["vllm-0"]
+    wrong_path = wait(
+        [Replica("vllm-0", emu.port)],
+        WaitSettings(docker="", path="/nope", interval=0.1, timeout=0.5),
+    )
+    assert wrong_path["healthy"] is False and wrong_path["cause"] == "timeout"
