@@ -57,6 +57,26 @@ def tok() -> Any:
     return load_tokenizer(str(TINY_FP8))
 
 
+@pytest.fixture(scope="session")
+def tiny_random_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random-weight Qwen3 checkpoint the emulator serves (read-only: copy to change)."""
+    from ascend_sim.vllm_emulator.sandbox import write_tiny_random_model
+
+    return write_tiny_random_model(str(tmp_path_factory.mktemp("tiny-random") / "tiny"))
+
+
+@pytest.fixture(scope="session")
+def qwen3_4b(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Qwen3-4B (BF16) with its real shapes and sparse data, plus a tokenizer (read-only)."""
+    from ascend_sim.checkpoints import write_checkpoint
+    from ascend_sim.tokenizer import tokenizer_json
+
+    d = str(tmp_path_factory.mktemp("qwen3-4b") / "Qwen3-4B")
+    write_checkpoint(d, arch="qwen3-4b", fp8=False, data="sparse")
+    (Path(d) / "tokenizer.json").write_text(json.dumps(tokenizer_json()), encoding="utf-8")
+    return d
+
+
 # ----------------------------------------------------------------------------- processes
 
 

@@ -23,7 +23,6 @@ from ascend_sim.vllm_emulator.sandbox import (
     emulator_env,
     make_root,
     write_row,
-    write_tiny_random_model,
 )
 from ascend_sim.vllm_engine.launch import ENGINE_MODULE, TranslationError, translate
 
@@ -32,11 +31,6 @@ import json, os, sys
 with open(os.environ["ENGINE_RECORD"], "w") as fh:
     json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "pid": os.getpid()}, fh)
 """
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return write_tiny_random_model(str(tmp_path_factory.mktemp("tiny") / "tiny"))
 
 
 @pytest.fixture
@@ -68,8 +62,8 @@ def planned(model: str, **kw) -> dict:
     return make_plan(model, hbm_total_mb=65536, npus=1, vllm_ascend="v0.23.0", **kw)
 
 
-def test_translate_changes_only_the_model_position_and_the_cpu_kv_size(tiny):
-    plan = planned(tiny, max_num_seqs=8, enforce_eager=True, served_model_name="m")
+def test_translate_changes_only_the_model_position_and_the_cpu_kv_size(tiny_random_model):
+    plan = planned(tiny_random_model, max_num_seqs=8, enforce_eager=True, served_model_name="m")
     serve = plan["argv"][2:]  # without "vllm serve"
     argv, env = translate(serve, plan["env"])
     assert argv == ["--model", serve[0], *serve[1:]]
@@ -96,8 +90,8 @@ def test_translate_refuses_modelslim(argv):
         translate(argv, {})
 
 
-def test_planned_launch_reaches_the_engine_unchanged(engine_env, tiny, tmp_path):
-    plan = planned(tiny, max_num_seqs=8)
+def test_planned_launch_reaches_the_engine_unchanged(engine_env, tiny_random_model, tmp_path):
+    plan = planned(tiny_random_model, max_num_seqs=8)
     env = {**engine_env(), **plan["env"]}
     res = launch(plan["argv"][1:], env)
     assert res.returncode == 0, res.stderr
@@ -107,7 +101,7 @@ def test_planned_launch_reaches_the_engine_unchanged(engine_env, tiny, tmp_path)
     for key, value in plan["env"].items():
         assert record["env"][key] == value
     assert record["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    assert f"exec {sys.executable} -m {ENGINE_MODULE} --model {tiny}" in res.stdout
+    assert f"exec {sys.executable} -m {ENGINE_MODULE} --model {tiny_random_model}" in res.stdout
     # exec kept the PID: the NPU memory the replica holds is registered under the engine's PID.
     registry = os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL)
     with open(os.path.join(registry, os.listdir(registry)[0]), encoding="utf-8") as fh:
@@ -115,22 +109,24 @@ def test_planned_launch_reaches_the_engine_unchanged(engine_env, tiny, tmp_path)
     assert entry["ns_pid"] == record["pid"] and entry["npu"] == 0 and entry["memory_mb"] > 1000
 
 
-def test_ascend_failure_stops_before_the_engine(engine_env, tiny, tmp_path):
-    res = launch(["serve", tiny, "--port", "0"], engine_env(devices=0))
+def test_ascend_failure_stops_before_the_engine(engine_env, tiny_random_model, tmp_path):
+    res = launch(["serve", tiny_random_model, "--port", "0"], engine_env(devices=0))
     assert res.returncode == 1
     assert res.stderr.strip() == M.FAILED_INFER_DEVICE
     assert not (tmp_path / "record.json").exists()
 
 
-def test_tp_not_dividing_heads_is_the_emulators_refusal(engine_env, tiny, tmp_path):
-    res = launch(["serve", tiny, "--port", "0", "--tensor-parallel-size", "3"], engine_env())
+def test_tp_not_dividing_heads_is_the_emulators_refusal(engine_env, tiny_random_model, tmp_path):
+    res = launch(
+        ["serve", tiny_random_model, "--port", "0", "--tensor-parallel-size", "3"], engine_env()
+    )
     assert res.returncode == 1
     assert res.stderr.strip() == M.HEADS_NOT_DIVISIBLE.format(heads=4, tp=3)
     assert not (tmp_path / "record.json").exists()
 
 
-def test_unknown_flag_and_modelslim_are_usage_errors(engine_env, tiny):
-    res = launch(["serve", tiny, "--max-model-lenght", "8"], engine_env())
+def test_unknown_flag_and_modelslim_are_usage_errors(engine_env, tiny_random_model):
+    res = launch(["serve", tiny_random_model, "--max-model-lenght", "8"], engine_env())
     assert res.returncode == 2 and "unrecognized arguments: --max-model-lenght" in res.stderr
-    res = launch(["serve", tiny, "--quantization", "ascend"], engine_env())
+    res = launch(["serve", tiny_random_model, "--quantization", "ascend"], engine_env())
     assert res.returncode == 2 and "needs vllm-ascend's NPU kernels" in res.stderr

@@ -14,8 +14,6 @@ import socket
 import pytest
 
 from ascend_deploy.planning.plan import make_plan
-from ascend_sim.checkpoints import write_checkpoint
-from ascend_sim.tokenizer import tokenizer_json
 from ascend_sim.vllm_emulator.sandbox import (
     Emulator,
     emulator_env,
@@ -23,17 +21,6 @@ from ascend_sim.vllm_emulator.sandbox import (
     preset_state,
     write_row,
 )
-
-
-@pytest.fixture(scope="module")
-def q4b(tmp_path_factory):
-    import json
-
-    d = str(tmp_path_factory.mktemp("plan") / "Qwen3-4B")
-    write_checkpoint(d, arch="qwen3-4b", fp8=False, data="sparse")
-    with open(f"{d}/tokenizer.json", "w", encoding="utf-8") as fh:
-        json.dump(tokenizer_json(), fh)
-    return d
 
 
 def _free_port() -> str:
@@ -46,11 +33,11 @@ def _free_port() -> str:
     ("preset", "row", "tp"),
     [("a2-910b3-8x64g", "v0.23.0", 1), ("a2-910b4-8x32g", "v0.11.0", 2)],
 )
-def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, q4b, preset, row, tp):
+def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, qwen3_4b, preset, row, tp):
     state = preset_state(preset)
     card = state["card"]
     plan = make_plan(
-        q4b,
+        qwen3_4b,
         hbm_total_mb=card["hbm_total_mb"],
         hbm_used_mb=card["idle_hbm_used_mb"],
         npus=card["count"],
@@ -77,10 +64,10 @@ def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, q4b, preset, ro
         assert f"Using max model len {plan['max_model_len']}" in emu.output()
 
 
-def test_vllm_api_key_from_environment_is_enforced(tmp_path, q4b):
+def test_vllm_api_key_from_environment_is_enforced(tmp_path, qwen3_4b):
     import http.client
 
-    plan = make_plan(q4b, hbm_total_mb=65536, hbm_used_mb=3300, api_key_env=True)
+    plan = make_plan(qwen3_4b, hbm_total_mb=65536, hbm_used_mb=3300, api_key_env=True)
     args = plan["argv"][2:]
     assert "--api-key" not in args
     args[args.index("--host") + 1] = "127.0.0.1"

@@ -44,14 +44,6 @@ def _add_tokenizer(model_dir) -> None:
 
 
 @pytest.fixture(scope="module")
-def q4b(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("q4b") / "Qwen3-4B")
-    write_checkpoint(d, arch="qwen3-4b", fp8=False, data="sparse")
-    _add_tokenizer(d)
-    return d
-
-
-@pytest.fixture(scope="module")
 def q4b_fp8(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("q4bfp8") / "Qwen3-4B-FP8")
     write_checkpoint(d, arch="qwen3-4b", fp8=True, data="sparse")
@@ -60,11 +52,6 @@ def q4b_fp8(tmp_path_factory):
 
 
 tiny_model = write_tiny_random_model
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tiny_model(str(tmp_path_factory.mktemp("tiny") / "tiny"))
 
 
 def sandbox(tmp_path, row="v0.23.0", state=None, driver=None, devices=None, **env) -> dict:
@@ -83,8 +70,8 @@ def serve_args(model: str, *extra: str) -> list[str]:
 
 
 # -- command line ---------------------------------------------------------------------------
-def test_unknown_argument_is_an_argparse_error(tmp_path, tiny):
-    res = run([tiny, "--max-model-lenght", "4096"], sandbox(tmp_path))
+def test_unknown_argument_is_an_argparse_error(tmp_path, tiny_random_model):
+    res = run([tiny_random_model, "--max-model-lenght", "4096"], sandbox(tmp_path))
     assert res.returncode == 2
     assert "vllm: error: unrecognized arguments: --max-model-lenght" in res.stderr
     assert "Traceback" not in res.stderr
@@ -125,8 +112,8 @@ def test_real_argument_names_and_underscore_spelling():
     assert (a.reasoning_parser, a.max_num_seqs) == ("qwen3", 16)
 
 
-def test_bad_utilization_value_is_rejected(tmp_path, tiny):
-    res = run([tiny, "--gpu-memory-utilization", "1.5"], sandbox(tmp_path))
+def test_bad_utilization_value_is_rejected(tmp_path, tiny_random_model):
+    res = run([tiny_random_model, "--gpu-memory-utilization", "1.5"], sandbox(tmp_path))
     assert res.returncode == 2
     assert "--gpu-memory-utilization: must be in (0, 1], got 1.5" in res.stderr
 
@@ -138,7 +125,7 @@ def test_missing_model_directory_is_one_line_exit_2(tmp_path):
     assert "Traceback" not in res.stderr
 
 
-def test_garbage_config_is_one_line_exit_2(tmp_path, tiny):
+def test_garbage_config_is_one_line_exit_2(tmp_path, tiny_random_model):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "config.json").write_bytes(b"\x00\x01garbage")
@@ -148,58 +135,58 @@ def test_garbage_config_is_one_line_exit_2(tmp_path, tiny):
     assert "Traceback" not in res.stderr
 
 
-def test_missing_row_file_names_it(tmp_path, tiny):
+def test_missing_row_file_names_it(tmp_path, tiny_random_model):
     env = sandbox(tmp_path)
     env["ASCEND_SIM_ROW"] = str(tmp_path / "missing-row.json")
-    res = run(serve_args(tiny), env)
+    res = run(serve_args(tiny_random_model), env)
     assert res.returncode == 2
     assert "missing-row.json: image row file not found" in res.stderr
 
 
 # -- pitfall 1: devices, mounts, driver -------------------------------------------------------
-def test_no_devices_means_no_platform(tmp_path, tiny):
-    res = run(serve_args(tiny), sandbox(tmp_path, devices=0))
+def test_no_devices_means_no_platform(tmp_path, tiny_random_model):
+    res = run(serve_args(tiny_random_model), sandbox(tmp_path, devices=0))
     assert res.returncode == 1
     assert M.NO_PLATFORM in res.stdout
     assert res.stderr.strip() == M.FAILED_INFER_DEVICE
 
 
-def test_visible_device_not_mounted(tmp_path, tiny):
+def test_visible_device_not_mounted(tmp_path, tiny_random_model):
     env = sandbox(tmp_path, devices=2, ASCEND_RT_VISIBLE_DEVICES="5")
-    res = run(serve_args(tiny), env)
+    res = run(serve_args(tiny_random_model), env)
     assert res.returncode == 1
     assert M.FAILED_INFER_DEVICE in res.stderr
 
 
-def test_driver_mount_missing(tmp_path, tiny):
+def test_driver_mount_missing(tmp_path, tiny_random_model):
     env = sandbox(tmp_path)
     os.remove(os.path.join(env["ASCEND_SIM_ROOT"], "usr/local/Ascend/driver/version.info"))
-    res = run(serve_args(tiny), env)
+    res = run(serve_args(tiny_random_model), env)
     assert res.returncode == 1
     assert M.FAILED_INFER_DEVICE in res.stderr
 
 
-def test_driver_too_old_for_image_cann(tmp_path, tiny):
+def test_driver_too_old_for_image_cann(tmp_path, tiny_random_model):
     # v0.13.0 ships CANN 8.5.0 (C25, lists C21-C25); driver 24.1.rc3 (C19) lists C13-C19.
     state = preset_state("a2-old-driver")
-    res = run(serve_args(tiny), sandbox(tmp_path, row="v0.13.0", state=state))
+    res = run(serve_args(tiny_random_model), sandbox(tmp_path, row="v0.13.0", state=state))
     assert res.returncode == 1
     assert "error code is 500001" in res.stderr
     assert M.ACL_INTERNAL in res.stderr
     assert "ERR00100 PTA call acl api failed" in res.stdout
 
 
-def test_old_driver_preset_fails_the_image_whose_cann_excludes_it(tmp_path, tiny):
+def test_old_driver_preset_fails_the_image_whose_cann_excludes_it(tmp_path, tiny_random_model):
     # a2-old-driver: HDK 24.1.rc3 (C19, lists C13-C19); v0.23.0 carries CANN 9.1.0 (C31,
     # lists C23, C25, C31): neither version file names the other (device.cann_runs_on_driver).
     state = preset_state("a2-old-driver")
-    res = run(serve_args(tiny), sandbox(tmp_path, row="v0.23.0", state=state))
+    res = run(serve_args(tiny_random_model), sandbox(tmp_path, row="v0.23.0", state=state))
     assert res.returncode == 1
     assert "NPU function error: at_npu::native::AclSetCompileopt" in res.stderr
     assert "error code is 500001" in res.stderr
 
 
-def test_old_driver_preset_runs_the_image_without_a_published_refusal(tmp_path, tiny):
+def test_old_driver_preset_runs_the_image_without_a_published_refusal(tmp_path, tiny_random_model):
     # v0.11.0 carries CANN 8.3.RC2 (C23). The driver's compatible_version (C13..C19) does not
     # name it, but the CANN's own list names the driver's train C19 (as CANN 8.2.RC1's does:
     # published for HDK 24.1.rc3), so it runs; ascend_deploy.planning.compat has no statement
@@ -208,14 +195,14 @@ def test_old_driver_preset_runs_the_image_without_a_published_refusal(tmp_path, 
 
     assert driver_supports_cann("24.1.rc3", "8.3.RC2") is None
     env = sandbox(tmp_path, row="v0.11.0", state=preset_state("a2-old-driver"))
-    with Emulator(serve_args(tiny, "--enforce-eager"), env).start() as emu:
+    with Emulator(serve_args(tiny_random_model, "--enforce-eager"), env).start() as emu:
         assert emu.ready, emu.output()
 
 
 @pytest.mark.parametrize("row", ["v0.23.0", "v0.11.0"])
-def test_current_driver_preset_starts_both_images(tmp_path, tiny, row):
+def test_current_driver_preset_starts_both_images(tmp_path, tiny_random_model, row):
     env = sandbox(tmp_path, row=row, state=preset_state("a2-910b3-8x64g"))
-    with Emulator(serve_args(tiny, "--enforce-eager"), env).start() as emu:
+    with Emulator(serve_args(tiny_random_model, "--enforce-eager"), env).start() as emu:
         assert emu.ready, emu.output()
 
 
@@ -233,36 +220,41 @@ def test_fp8_later_failure_mode_on_v0_23(tmp_path, q4b_fp8):
     assert "fp8 quantization is currently not supported" not in res.stderr + res.stdout
 
 
-def test_quantization_method_not_in_the_releases_allow_list(tmp_path, tiny):
+def test_quantization_method_not_in_the_releases_allow_list(tmp_path, tiny_random_model):
     res = run(
-        serve_args(tiny, "--quantization", "compressed-tensors"), sandbox(tmp_path, row="v0.11.0")
+        serve_args(tiny_random_model, "--quantization", "compressed-tensors"),
+        sandbox(tmp_path, row="v0.11.0"),
     )
     assert res.returncode == 1
     assert res.stderr.strip() == (
         "ValueError: compressed-tensors quantization is currently not supported in npu."
     )
-    res = run(serve_args(tiny, "--quantization", "fp8"), sandbox(tmp_path, row="v0.11.0"))
+    res = run(
+        serve_args(tiny_random_model, "--quantization", "fp8"), sandbox(tmp_path, row="v0.11.0")
+    )
     assert res.stderr.strip() == "ValueError: fp8 quantization is currently not supported in npu."
 
 
 # -- pitfall 3: port bound, HCCL port -----------------------------------------------------------
-def test_port_already_bound(tmp_path, tiny):
+def test_port_already_bound(tmp_path, tiny_random_model):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        res = run([tiny, "--host", "127.0.0.1", "--port", str(port)], sandbox(tmp_path))
+        res = run(
+            [tiny_random_model, "--host", "127.0.0.1", "--port", str(port)], sandbox(tmp_path)
+        )
     assert res.returncode == 1
     assert res.stderr.strip() == "OSError: [Errno 98] Address already in use"
 
 
-def test_hccl_port_taken_with_tp2(tmp_path, tiny):
+def test_hccl_port_taken_with_tp2(tmp_path, tiny_random_model):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
         env = sandbox(tmp_path, HCCL_IF_BASE_PORT=str(port), HCCL_OP_EXPANSION_MODE="AIV")
-        res = run(serve_args(tiny, "-tp", "2"), env)
+        res = run(serve_args(tiny_random_model, "-tp", "2"), env)
     assert res.returncode == 1
     assert "HcclGetRootInfo(&hcclID), error code is 11" in res.stderr
     assert (
@@ -272,28 +264,28 @@ def test_hccl_port_taken_with_tp2(tmp_path, tiny):
 
 
 # -- pitfall 4: graph capture -------------------------------------------------------------------
-def test_broken_graph_capture_fails_unless_eager(tmp_path, tiny):
+def test_broken_graph_capture_fails_unless_eager(tmp_path, tiny_random_model):
     env = sandbox(tmp_path, state=preset_state("a2-graph-broken"))
-    res = run(serve_args(tiny), env)
+    res = run(serve_args(tiny_random_model), env)
     assert res.returncode == 1
     assert "AclmdlRICaptureEnd(capture_stream_, &model_ri_), error code is 507903" in res.stderr
     assert "EZ9999: Inner Error!" in res.stderr
-    with Emulator(serve_args(tiny, "--enforce-eager"), env).start() as emu:
+    with Emulator(serve_args(tiny_random_model, "--enforce-eager"), env).start() as emu:
         assert emu.ready, emu.output()
         assert "Cudagraph is disabled under eager mode" in emu.output()
 
 
-def test_tp2_capture_needs_aiv_expansion_mode(tmp_path, tiny):
+def test_tp2_capture_needs_aiv_expansion_mode(tmp_path, tiny_random_model):
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     hccl_port = str(free.getsockname()[1])
     free.close()
     env = sandbox(tmp_path, HCCL_IF_BASE_PORT=hccl_port)
-    res = run(serve_args(tiny, "-tp", "2"), env)
+    res = run(serve_args(tiny_random_model, "-tp", "2"), env)
     assert res.returncode == 1
     assert "error code is 507903" in res.stderr
     env["HCCL_OP_EXPANSION_MODE"] = "AIV"
-    with Emulator(serve_args(tiny, "-tp", "2"), env).start() as emu:
+    with Emulator(serve_args(tiny_random_model, "-tp", "2"), env).start() as emu:
         assert emu.ready, emu.output()
         assert "Graph capturing finished in 1 secs" in emu.output()
 
@@ -303,8 +295,8 @@ def _state(hbm_total_mb: int, idle: int = 3300) -> dict:
     return default_state(hbm_total_mb=hbm_total_mb, idle_hbm_used_mb=idle)
 
 
-def test_weights_do_not_fit_npu_out_of_memory(tmp_path, q4b):
-    res = run(serve_args(q4b, "--enforce-eager"), sandbox(tmp_path, state=_state(8192)))
+def test_weights_do_not_fit_npu_out_of_memory(tmp_path, qwen3_4b):
+    res = run(serve_args(qwen3_4b, "--enforce-eager"), sandbox(tmp_path, state=_state(8192)))
     assert res.returncode == 1
     assert (
         "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 8.00 GiB total"
@@ -312,17 +304,17 @@ def test_weights_do_not_fit_npu_out_of_memory(tmp_path, q4b):
     )
 
 
-def test_no_memory_left_for_cache_blocks(tmp_path, q4b):
-    res = run(serve_args(q4b), sandbox(tmp_path, state=_state(16384)))
+def test_no_memory_left_for_cache_blocks(tmp_path, qwen3_4b):
+    res = run(serve_args(qwen3_4b), sandbox(tmp_path, state=_state(16384)))
     assert res.returncode == 1
     assert M.NO_CACHE_MEMORY in res.stderr
 
 
-def test_max_model_len_larger_than_kv_cache_uses_planner_numbers(tmp_path, q4b):
+def test_max_model_len_larger_than_kv_cache_uses_planner_numbers(tmp_path, qwen3_4b):
     env = sandbox(tmp_path, state=_state(32768))
-    res = run(serve_args(q4b, "--gpu-memory-utilization", "0.6"), env)
+    res = run(serve_args(qwen3_4b, "--gpu-memory-utilization", "0.6"), env)
     assert res.returncode == 1
-    facts = inspect_model(q4b)
+    facts = inspect_model(qwen3_4b)
     b = DEFAULT_MODEL.budget(facts, 32768, 3300, 0.6)
     tokens = b["kv_capacity_tokens"]
     assert 0 < tokens < 40960
@@ -333,15 +325,15 @@ def test_max_model_len_larger_than_kv_cache_uses_planner_numbers(tmp_path, q4b):
     assert expected in res.stderr
     # The same card at --max-model-len equal to the capacity starts and reports that size.
     with Emulator(
-        serve_args(q4b, "--gpu-memory-utilization", "0.6", "--max-model-len", str(tokens)), env
+        serve_args(qwen3_4b, "--gpu-memory-utilization", "0.6", "--max-model-len", str(tokens)), env
     ).start() as emu:
         assert emu.ready, emu.output()
         assert f"GPU KV cache size: {tokens:,} tokens" in emu.output()
         assert f"Maximum concurrency for {tokens:,} tokens per request: 1.00x" in emu.output()
 
 
-def test_max_model_len_above_model_limit(tmp_path, q4b):
-    res = run(serve_args(q4b, "--max-model-len", "50000"), sandbox(tmp_path))
+def test_max_model_len_above_model_limit(tmp_path, qwen3_4b):
+    res = run(serve_args(qwen3_4b, "--max-model-len", "50000"), sandbox(tmp_path))
     assert res.returncode == 1
     assert (
         "User-specified max_model_len (50000) is greater than the derived max_model_len "
@@ -368,11 +360,11 @@ def test_yarn_raises_the_model_limit_as_vllm_derives_it(tmp_path):
     assert "To serve at least one request with the models's max seq len (131072)" in res.stderr
 
 
-def test_memory_held_by_another_process_reduces_kv_and_is_registered(tmp_path, q4b):
+def test_memory_held_by_another_process_reduces_kv_and_is_registered(tmp_path, qwen3_4b):
     env = sandbox(tmp_path)
     procs_dir = os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL)
-    facts = inspect_model(q4b)
-    args = serve_args(q4b, "--max-model-len", "8192")
+    facts = inspect_model(qwen3_4b)
+    args = serve_args(qwen3_4b, "--max-model-len", "8192")
     with Emulator([*args, "--gpu-memory-utilization", "0.4"], env).start() as first:
         assert first.ready, first.output()
         holders = live_holders(procs_dir)
@@ -406,7 +398,7 @@ def test_memory_held_by_another_process_reduces_kv_and_is_registered(tmp_path, q
     assert live_holders(procs_dir) == []
 
 
-def test_memory_registered_from_another_container_counts_and_is_kept(tmp_path, q4b):
+def test_memory_registered_from_another_container_counts_and_is_kept(tmp_path, qwen3_4b):
     env = sandbox(tmp_path)
     procs_dir = os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL)
     # What an emulated vLLM in another container (another PID namespace) leaves in the
@@ -423,32 +415,34 @@ def test_memory_registered_from_another_container_counts_and_is_kept(tmp_path, q
     entry = os.path.join(procs_dir, "4026530000-1-0-0.json")
     with open(entry, "w", encoding="utf-8") as fh:
         json.dump(other, fh)
-    with Emulator(serve_args(q4b, "--max-model-len", "8192"), env).start() as emu:
+    with Emulator(serve_args(qwen3_4b, "--max-model-len", "8192"), env).start() as emu:
         assert emu.ready, emu.output()
-        expect = DEFAULT_MODEL.budget(inspect_model(q4b), 65536, 3300 + 20000, 0.9)
+        expect = DEFAULT_MODEL.budget(inspect_model(qwen3_4b), 65536, 3300 + 20000, 0.9)
         assert f"GPU KV cache size: {expect['kv_capacity_tokens']:,} tokens" in emu.output()
     assert os.path.exists(entry)
 
 
 # -- pitfall 7: --quantization ascend without ModelSlim description ----------------------------
-def test_ascend_quantization_on_float_model_v0_23_modelslim_error(tmp_path, tiny):
-    res = run(serve_args(tiny, "--quantization", "ascend"), sandbox(tmp_path, row="v0.23.0"))
+def test_ascend_quantization_on_float_model_v0_23_modelslim_error(tmp_path, tiny_random_model):
+    res = run(
+        serve_args(tiny_random_model, "--quantization", "ascend"), sandbox(tmp_path, row="v0.23.0")
+    )
     assert res.returncode == 1
     assert "ERROR: ModelSlim Quantization Config Not Found" in res.stderr
-    assert f"but the model at '{tiny}' does not contain the required" in res.stderr
+    assert f"but the model at '{tiny_random_model}' does not contain the required" in res.stderr
     assert "quantization config file ('quant_model_description.json')." in res.stderr
 
 
-def test_ascend_quantization_on_float_model_v0_11_starts(tmp_path, tiny):
+def test_ascend_quantization_on_float_model_v0_11_starts(tmp_path, tiny_random_model):
     env = sandbox(tmp_path, row="v0.11.0")
-    with Emulator(serve_args(tiny, "--quantization", "ascend"), env).start() as emu:
+    with Emulator(serve_args(tiny_random_model, "--quantization", "ascend"), env).start() as emu:
         assert emu.ready, emu.output()
         assert M.ASCEND_QUANT_SLOW in emu.output()
 
 
 # -- pitfall 8: TP vs heads ---------------------------------------------------------------------
-def test_tp_not_dividing_attention_heads(tmp_path, q4b):
-    res = run(serve_args(q4b, "-tp", "3"), sandbox(tmp_path))
+def test_tp_not_dividing_attention_heads(tmp_path, qwen3_4b):
+    res = run(serve_args(qwen3_4b, "-tp", "3"), sandbox(tmp_path))
     assert res.returncode == 1
     assert res.stderr.strip() == (
         "ValueError: Total number of attention heads (32) must be divisible by tensor "
@@ -465,24 +459,24 @@ def test_tp_not_dividing_kv_heads_shape_error(tmp_path):
     assert "RuntimeError: shape '[-1, 49, 1, 16]' is invalid for input of size 490" in res.stderr
 
 
-def test_tp_larger_than_kv_heads_size_mismatch(tmp_path, tiny):
+def test_tp_larger_than_kv_heads_size_mismatch(tmp_path, tiny_random_model):
     env = sandbox(tmp_path, HCCL_OP_EXPANSION_MODE="AIV", HCCL_IF_BASE_PORT="0")
-    res = run(serve_args(tiny, "-tp", "4", "--enforce-eager"), env)
+    res = run(serve_args(tiny_random_model, "-tp", "4", "--enforce-eager"), env)
     assert res.returncode == 1
     assert "size of tensor a (16) must match the size of tensor b (8)" in res.stderr
 
 
-def test_tp_more_than_visible_devices(tmp_path, tiny):
+def test_tp_more_than_visible_devices(tmp_path, tiny_random_model):
     env = sandbox(tmp_path, ASCEND_RT_VISIBLE_DEVICES="0", HCCL_IF_BASE_PORT="0")
-    res = run(serve_args(tiny, "-tp", "2"), env)
+    res = run(serve_args(tiny_random_model, "-tp", "2"), env)
     assert res.returncode == 1
     assert "tensor_parallel_size=2 needs 2 NPUs but only 1 are visible" in res.stderr
 
 
 # -- the happy path -----------------------------------------------------------------------------
-def test_healthy_start_log_lines_in_order(tmp_path, q4b):
+def test_healthy_start_log_lines_in_order(tmp_path, qwen3_4b):
     env = sandbox(tmp_path)
-    with Emulator(serve_args(q4b, "--max-model-len", "16384"), env).start() as emu:
+    with Emulator(serve_args(qwen3_4b, "--max-model-len", "16384"), env).start() as emu:
         assert emu.ready, emu.output()
         out = emu.lines
         order = [
@@ -500,13 +494,15 @@ def test_healthy_start_log_lines_in_order(tmp_path, q4b):
         idx = [next(i for i, line in enumerate(out) if key in line) for key in order]
         assert idx == sorted(idx)
         assert out[0].startswith(f"(APIServer pid={emu.proc.pid}) INFO ")
-        tokens = DEFAULT_MODEL.budget(inspect_model(q4b), 65536, 3300, 0.9)["kv_capacity_tokens"]
+        tokens = DEFAULT_MODEL.budget(inspect_model(qwen3_4b), 65536, 3300, 0.9)[
+            "kv_capacity_tokens"
+        ]
         assert f"GPU KV cache size: {tokens:,} tokens" in emu.output()
 
 
-def test_v0_11_does_not_set_alloc_conf(tmp_path, tiny):
+def test_v0_11_does_not_set_alloc_conf(tmp_path, tiny_random_model):
     env = sandbox(tmp_path, row="v0.11.0")
-    with Emulator(serve_args(tiny), env).start() as emu:
+    with Emulator(serve_args(tiny_random_model), env).start() as emu:
         assert emu.ready, emu.output()
         assert "vLLM API server version 0.11.0" in emu.lines[0]
         assert "Set PYTORCH_NPU_ALLOC_CONF" not in emu.output()  # only since v0.14.0rc1
