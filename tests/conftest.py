@@ -40,13 +40,13 @@ TINY_FP8 = DATA / "tiny-qwen3-fp8"  # the committed trained tiny Qwen3 model (bl
 
 
 @pytest.fixture(scope="session")
-def tiny_bf16(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_bf16(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The tiny FP8 model converted to BF16 as the bundle serves it (read-only: copy to change)."""
     from ascend_deploy.fp8.convert import convert_checkpoint
 
-    dst = tmp_path_factory.mktemp("tiny") / "bf16"
+    dst = tmp_path_factory.mktemp("tiny") / "qwen3-tiny"
     convert_checkpoint(str(TINY_FP8), str(dst))
-    return dst
+    return str(dst)
 
 
 @pytest.fixture(scope="session")

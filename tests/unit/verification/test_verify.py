@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from conftest import DATA
+from conftest import TINY_FP8
 
 from ascend_deploy.diagnosis.engine import diagnose_file, diagnose_lines
 from ascend_deploy.model.files import load_config, read_weight_layout
@@ -25,20 +25,7 @@ from ascend_sim.vllm_emulator.sandbox import (
     write_tiny_random_model,
 )
 
-TINY_FP8 = DATA / "tiny-qwen3-fp8"
 KEY = "sk-verify-test"
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """The trained tiny model, converted from block-FP8 to BF16 as the bundle serves it."""
-    if not (TINY_FP8 / "config.json").exists():
-        pytest.skip("tests/data/tiny-qwen3-fp8 is not there yet")
-    from ascend_deploy.fp8.convert import convert_checkpoint
-
-    dst = tmp_path_factory.mktemp("tiny") / "qwen3-tiny"
-    convert_checkpoint(str(TINY_FP8), str(dst))
-    return str(dst)
 
 
 def tiny_is_fully_trained() -> str | None:
@@ -89,12 +76,12 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 # -- happy path ------------------------------------------------------------------------------------
-def test_happy_path_tiny_model_passes_everything(tmp_path, tiny):
+def test_happy_path_tiny_model_passes_everything(tmp_path, tiny_bf16):
     reason = tiny_is_fully_trained()
     if reason:
         pytest.skip(reason)
     env = sandbox(tmp_path)
-    with serve(tiny, env, "--reasoning-parser", "qwen3", "--api-key", KEY,
+    with serve(tiny_bf16, env, "--reasoning-parser", "qwen3", "--api-key", KEY,
                "--max-model-len", "4096").start() as emu:  # fmt: skip
         assert emu.ready, emu.output()
         report = run_verify(opts(emu, api_key=KEY, expect_max_model_len=4096))
@@ -108,13 +95,13 @@ def test_happy_path_tiny_model_passes_everything(tmp_path, tiny):
     assert report["server"]["max_model_len"] == 4096
 
 
-def test_smoke_stream_burst_and_max_length_on_the_tiny_model(tmp_path, tiny):
+def test_smoke_stream_burst_and_max_length_on_the_tiny_model(tmp_path, tiny_bf16):
     env = sandbox(tmp_path)
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps([{"id": "paris", "prompt": "What is the capital of France?",
                                   "enable_thinking": False, "expect_any": ["Paris"],
                                   "expect_none": ["London"], "max_tokens": 60}]))  # fmt: skip
-    with serve(tiny, env, "--max-model-len", "2048").start() as emu:
+    with serve(tiny_bf16, env, "--max-model-len", "2048").start() as emu:
         assert emu.ready, emu.output()
         report = run_verify(opts(emu, suite=str(suite)))
         for name in ("readiness", "first_request", "smoke", "streaming", "concurrency", "kv_cache"):
@@ -134,9 +121,11 @@ def test_smoke_stream_burst_and_max_length_on_the_tiny_model(tmp_path, tiny):
 
 
 # -- garbage (pitfall 7) ---------------------------------------------------------------------------
-def test_quantization_ascend_on_old_release_is_reported_as_garbage(tmp_path, tiny):
+def test_quantization_ascend_on_old_release_is_reported_as_garbage(tmp_path, tiny_bf16):
     env = sandbox(tmp_path, row="v0.11.0")
-    with serve(tiny, env, "--quantization", "ascend", "--max-model-len", "4096").start() as emu:
+    with serve(
+        tiny_bf16, env, "--quantization", "ascend", "--max-model-len", "4096"
+    ).start() as emu:
         assert emu.ready, emu.output()
         rep_dir = tmp_path / "report"
         res = cli("--url", emu.url, "--report", str(rep_dir), "--concurrency", "2",
@@ -180,7 +169,7 @@ def test_service_that_dies_on_its_first_request(tmp_path):
 
 
 # -- slow start: readiness retries with backoff ----------------------------------------------------
-def test_slow_start_is_waited_for(tmp_path, tiny):
+def test_slow_start_is_waited_for(tmp_path, tiny_bf16):
     port = free_port()
     env = sandbox(tmp_path)
     result: dict = {}
@@ -189,7 +178,7 @@ def test_slow_start_is_waited_for(tmp_path, tiny):
     t = threading.Thread(target=lambda: result.update(run_verify(o)))
     t.start()
     time.sleep(2.5)  # verify is already polling a port nobody listens on
-    with serve(tiny, env, "--max-model-len", "2048", port=port).start() as emu:
+    with serve(tiny_bf16, env, "--max-model-len", "2048", port=port).start() as emu:
         assert emu.ready, emu.output()
         t.join(120)
     ready = check(result, "readiness")
@@ -281,16 +270,18 @@ PRECISION_CASES = [("v0.23.0", [], True), ("v0.11.0", ["--quantization", "ascend
 
 
 @pytest.mark.parametrize("row, extra, ok", PRECISION_CASES)
-def test_precision_against_cpu_reference(tmp_path, tiny, row, extra, ok):
+def test_precision_against_cpu_reference(tmp_path, tiny_bf16, row, extra, ok):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     env = sandbox(tmp_path, row=row)
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps([{"id": "p", "prompt": "What is the capital of France?",
                                   "expect_any": ["Paris"], "max_tokens": 40}]))  # fmt: skip
-    with serve(tiny, env, "--max-model-len", "2048", *extra).start() as emu:
+    with serve(tiny_bf16, env, "--max-model-len", "2048", *extra).start() as emu:
         assert emu.ready, emu.output()
-        report = run_verify(opts(emu, suite=str(suite), reference_model=tiny, max_len_probe=False))
+        report = run_verify(
+            opts(emu, suite=str(suite), reference_model=tiny_bf16, max_len_probe=False)
+        )
     prec = check(report, "precision")
     assert prec["status"] == ("pass" if ok else "fail"), prec
     if ok:

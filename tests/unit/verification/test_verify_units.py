@@ -7,7 +7,6 @@ import json
 import socket
 
 import pytest
-from conftest import DATA
 
 from ascend_deploy.verification.checks import (
     DEFAULT_CHECKS,
@@ -25,28 +24,15 @@ from ascend_deploy.verification.context import Context, Options
 from ascend_deploy.verification.verifier import Verifier
 from ascend_sim.vllm_emulator.sandbox import Emulator, emulator_env, make_root, write_row
 
-TINY_FP8 = DATA / "tiny-qwen3-fp8"
 NAME = "qwen3-tiny"
 MAX_LEN = 2048
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> str:
-    """The trained tiny model, converted from block-FP8 to BF16 as the bundle serves it."""
-    if not (TINY_FP8 / "config.json").exists():
-        pytest.skip("tests/data/tiny-qwen3-fp8 is not there yet")
-    from ascend_deploy.fp8.convert import convert_checkpoint
-
-    dst = tmp_path_factory.mktemp("tiny") / NAME
-    convert_checkpoint(str(TINY_FP8), str(dst))
-    return str(dst)
-
-
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory, tiny):
+def emu(tmp_path_factory, tiny_bf16):
     tmp = tmp_path_factory.mktemp("served")
     env = emulator_env(make_root(str(tmp / "root")), write_row(str(tmp / "row.json"), "v0.23.0"))
-    args = [tiny, "--host", "127.0.0.1", "--port", "0", "--served-model-name", NAME,
+    args = [tiny_bf16, "--host", "127.0.0.1", "--port", "0", "--served-model-name", NAME,
             "--enforce-eager", "--max-model-len", str(MAX_LEN)]  # fmt: skip
     with Emulator(args, env).start() as e:
         assert e.ready, e.output()
@@ -146,11 +132,11 @@ def test_max_length_fills_the_planned_length_without_readiness(emu):
     assert off.ok is None and off.detail == "skipped (disabled)"
 
 
-def test_precision_runs_only_with_a_reference(emu, tiny):
+def test_precision_runs_only_with_a_reference(emu, tiny_bf16):
     assert precision.run(context(emu.url, model=NAME)) is None
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    res = precision.run(context(emu.url, model=NAME, reference_model=tiny))
+    res = precision.run(context(emu.url, model=NAME, reference_model=tiny_bf16))
     assert res.ok, res
     assert res.data["precision"]["max_abs_diff"] < 1e-3
 
