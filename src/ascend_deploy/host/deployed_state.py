@@ -31,6 +31,7 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 
 from ..errors import CheckFailed, InputError
+from ..model.checksums import sha256_file
 
 RECORD = "deployed.json"
 FORMAT = 1  # bump when the record's layout changes: an old record then means "not converged"
@@ -54,16 +55,14 @@ def tree_digest(root: str, parts: Sequence[str]) -> str:
             raise InputError(f"bundle path {top} does not exist; run from a complete checkout")
         for path in files:
             digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as fh:
-                digest.update(hashlib.sha256(fh.read()).digest())
+            digest.update(bytes.fromhex(sha256_file(path)))
     return digest.hexdigest()
 
 
 def _file_state(path: str) -> dict | None:
     try:
         st = os.stat(path)
-        with open(path, "rb") as fh:
-            sha = hashlib.sha256(fh.read()).hexdigest()
+        sha = sha256_file(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
