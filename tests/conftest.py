@@ -77,6 +77,24 @@ def qwen3_4b(tmp_path_factory: pytest.TempPathFactory) -> str:
     return d
 
 
+@pytest.fixture(scope="session")
+def qwen3_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Qwen3 checkpoints with real shapes and sparse data: 4b-fp8, 4b-bf16, 14b-fp8, 32b-bf16."""
+    from ascend_sim.checkpoints import write_checkpoint
+
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for key, arch, fp8 in [
+        ("4b-fp8", "qwen3-4b", True),
+        ("4b-bf16", "qwen3-4b", False),
+        ("14b-fp8", "qwen3-14b", True),
+        ("32b-bf16", "qwen3-32b", False),
+    ]:
+        out[key] = str(root / key)
+        write_checkpoint(out[key], arch, fp8=fp8, data="sparse")
+    return out
+
+
 # ----------------------------------------------------------------------------- processes
 
 

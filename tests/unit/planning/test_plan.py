@@ -22,27 +22,12 @@ GB64, GB32 = 65536, 32768
 IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (vllm-ascend #1363)
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    out = {}
-    for key, arch, fp8 in [
-        ("4b-fp8", "qwen3-4b", True),
-        ("4b-bf16", "qwen3-4b", False),
-        ("14b-fp8", "qwen3-14b", True),
-        ("32b-bf16", "qwen3-32b", False),
-    ]:
-        out[key] = str(root / key)
-        write_checkpoint(out[key], arch, fp8=fp8, data="sparse")
-    return out
-
-
 def flag(argv, name):
     return argv[argv.index(name) + 1] if name in argv else None
 
 
-def test_qwen3_4b_fp8_on_one_64gb_910b(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
+def test_qwen3_4b_fp8_on_one_64gb_910b(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
     assert plan["feasible"] and plan["reasons"] == []
     assert plan["kv_bytes_per_token"] == 147_456
     assert plan["model"]["weight_bytes_served"] == 8_044_936_192
@@ -51,14 +36,18 @@ def test_qwen3_4b_fp8_on_one_64gb_910b(models):
     assert plan["max_model_len"] == 40960
     assert 1 <= plan["max_num_seqs"] <= 256
     argv = plan["argv"]
-    assert argv[:3] == ["vllm", "serve", models["4b-fp8"] + "-bf16"]  # the converted copy
+    assert argv[:3] == [
+        "vllm",
+        "serve",
+        qwen3_checkpoints["4b-fp8"] + "-bf16",
+    ]  # the converted copy
     assert flag(argv, "--max-model-len") == "40960"
     assert flag(argv, "--tensor-parallel-size") == "1"
     assert "--quantization" not in argv
     assert plan["conversion"] == {
         "required": True,
-        "source": models["4b-fp8"],
-        "target": models["4b-fp8"] + "-bf16",
+        "source": qwen3_checkpoints["4b-fp8"],
+        "target": qwen3_checkpoints["4b-fp8"] + "-bf16",
     }
     mem = plan["memory"]
     assert mem["weights_per_npu_mb"] == -(-8_044_936_192 // 2**20)
@@ -75,8 +64,8 @@ def test_qwen3_4b_fp8_on_one_64gb_910b(models):
     assert plan["kv_capacity_tokens"] == (mem["kv_budget_mb"] * 2**20 // (147_456 * 128)) * 128
 
 
-def test_one_replica_per_npu_when_the_model_fits_one_card(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8)
+def test_one_replica_per_npu_when_the_model_fits_one_card(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8)
     assert plan["tp"] == 1 and plan["replicas"] == 8
     assert plan["devices_per_replica"] == [[i] for i in range(8)]
     launches = plan["replica_launch"]
@@ -90,10 +79,15 @@ def test_one_replica_per_npu_when_the_model_fits_one_card(models):
 CONTROL_DEVICES = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 
 
-def test_replicas_get_the_real_npu_ids_devices_and_container_names(models):
+def test_replicas_get_the_real_npu_ids_devices_and_container_names(qwen3_checkpoints):
     """NPUs [2, 5] at TP 2: one replica that sees /dev/davinci2 and /dev/davinci5 as 2,5."""
     plan = make_plan(
-        models["4b-bf16"], hbm_total_mb=GB64, npus=[2, 5], tp=2, service="qwen3", port=9000
+        qwen3_checkpoints["4b-bf16"],
+        hbm_total_mb=GB64,
+        npus=[2, 5],
+        tp=2,
+        service="qwen3",
+        port=9000,
     )
     assert plan["feasible"] and plan["replicas"] == 1
     assert plan["npus"] == [2, 5] and plan["devices_per_replica"] == [[2, 5]]
@@ -107,8 +101,10 @@ def test_replicas_get_the_real_npu_ids_devices_and_container_names(models):
     assert flag(spec["argv"], "--tensor-parallel-size") == "2"
 
 
-def test_one_replica_per_listed_npu_in_the_order_given(models):
-    plan = make_plan(models["4b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=[7, 3, 4])
+def test_one_replica_per_listed_npu_in_the_order_given(qwen3_checkpoints):
+    plan = make_plan(
+        qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=[7, 3, 4]
+    )
     assert plan["tp"] == 1 and plan["replicas"] == 3
     specs = plan["replica_launch"]
     assert [s["name"] for s in specs] == ["vllm-0", "vllm-1", "vllm-2"]
@@ -118,7 +114,9 @@ def test_one_replica_per_listed_npu_in_the_order_given(models):
     assert [s["env"]["ASCEND_RT_VISIBLE_DEVICES"] for s in specs] == ["7", "3", "4"]
     assert [s["port"] for s in specs] == [8000, 8001, 8002]
     # A count is NPUs 0..n-1: the same layout as the CLI's --npus
-    assert make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=3)["devices_per_replica"] == [
+    assert make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, npus=3)[
+        "devices_per_replica"
+    ] == [
         [0],
         [1],
         [2],
@@ -136,43 +134,47 @@ def test_one_replica_per_listed_npu_in_the_order_given(models):
         ("2", "npus must be a count or a list of NPU ids"),
     ],
 )
-def test_bad_npu_lists_are_refused_by_value(models, npus, expect):
+def test_bad_npu_lists_are_refused_by_value(qwen3_checkpoints, npus, expect):
     with pytest.raises(InputError, match=expect):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=npus)
+        make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, npus=npus)
 
 
-def test_rules_are_an_argument(models):
+def test_rules_are_an_argument(qwen3_checkpoints):
     """A caller's rules dict is used as given; the shipped rules stay untouched."""
     rules = load_rules()
     rules["env"].append({"name": "ASCEND_DEPLOY_PROBE", "value": 7, "when": {"tp_min": 2}})
     rules["hardware"]["a2"]["supported_since"] = "v0.20.0"
-    two = make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=[2, 5], tp=2, rules=rules)
+    two = make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, npus=[2, 5], tp=2, rules=rules)
     assert two["env"]["ASCEND_DEPLOY_PROBE"] == "7"
-    one = make_plan(models["4b-bf16"], hbm_total_mb=GB64, rules=rules)
+    one = make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, rules=rules)
     assert "ASCEND_DEPLOY_PROBE" not in one["env"]
     with pytest.raises(CheckFailed, match=r"support starts with v0\.20\.0"):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="v0.13.0", rules=rules)
-    shipped = make_plan(models["4b-bf16"], hbm_total_mb=GB64, npus=2, tp=2, vllm_ascend="v0.13.0")
+        make_plan(
+            qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="v0.13.0", rules=rules
+        )
+    shipped = make_plan(
+        qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, npus=2, tp=2, vllm_ascend="v0.13.0"
+    )
     assert "ASCEND_DEPLOY_PROBE" not in shipped["env"]
     assert load_rules()["hardware"]["a2"]["supported_since"] == "v0.7.1rc1"
     assert shipped_rules() is shipped_rules()  # read from disk once per process
     with pytest.raises(InputError, match="need 'hardware', 'env' and 'flags'"):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, rules={"hardware": {}})
+        make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, rules={"hardware": {}})
 
 
-def test_an_empty_service_name_is_refused(models):
+def test_an_empty_service_name_is_refused(qwen3_checkpoints):
     with pytest.raises(InputError, match="service must be a non-empty name"):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, service="")
+        make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, service="")
 
 
-def test_an_unparsable_vllm_ascend_version_is_an_input_error(models):
+def test_an_unparsable_vllm_ascend_version_is_an_input_error(qwen3_checkpoints):
     with pytest.raises(InputError, match=r"'latest' is not a version like v0\.13\.0"):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="latest")
+        make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, vllm_ascend="latest")
 
 
-def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(models):
+def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(qwen3_checkpoints):
     with pytest.raises(CheckFailed) as err:
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, npus=4, tp=3)
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, npus=4, tp=3)
     msg = str(err.value)
     assert "tensor parallel size 3" in msg
     assert "num_attention_heads 32" in msg and "num_key_value_heads 8" in msg
@@ -182,23 +184,23 @@ def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(models):
     assert valid_tp_sizes(28, 4) == [1, 2, 4]
 
 
-def test_tp_larger_than_npus(models):
+def test_tp_larger_than_npus(qwen3_checkpoints):
     with pytest.raises(CheckFailed, match="tensor parallel size 4 needs 4 NPUs but --npus is 2"):
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, npus=2, tp=4)
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, npus=2, tp=4)
 
 
-def test_pinned_max_model_len_above_the_model_limit(models):
+def test_pinned_max_model_len_above_the_model_limit(qwen3_checkpoints):
     with pytest.raises(CheckFailed) as err:
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, max_model_len=65536)
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, max_model_len=65536)
     assert "--max-model-len 65536" in str(err.value)
     assert "max_position_embeddings 40960" in str(err.value)
 
 
-def test_fp8_14b_fits_a_64gb_card_but_not_a_32gb_card(models):
+def test_fp8_14b_fits_a_64gb_card_but_not_a_32gb_card(qwen3_checkpoints):
     """16 GB of FP8 looks like it fits 32 GB; converted to BF16 it is 29.5 GB (pitfall 2)."""
-    big = make_plan(models["14b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
+    big = make_plan(qwen3_checkpoints["14b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
     assert big["feasible"] and big["tp"] == 1 and big["max_model_len"] == 40960
-    small = make_plan(models["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000)
+    small = make_plan(qwen3_checkpoints["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000)
     assert not small["feasible"]
     assert (
         "weights need 28169 MB per NPU at TP 1 but only 26491 MB of HBM are free"
@@ -207,16 +209,16 @@ def test_fp8_14b_fits_a_64gb_card_but_not_a_32gb_card(models):
     assert (
         "valid larger sizes need more NPUs: 2, 4, 8 (TP 2 on 2 NPUs fits: " in small["reasons"][1]
     )
-    two = make_plan(models["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000, npus=2)
+    two = make_plan(qwen3_checkpoints["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000, npus=2)
     assert two["feasible"] and two["tp"] == 2 and two["replicas"] == 1
     assert two["env"]["HCCL_OP_EXPANSION_MODE"] == "AIV"
     assert two["memory"]["hccl_mb"] == 800
     assert two["devices_per_replica"] == [[0, 1]]
 
 
-def test_4b_on_32gb_and_64gb_cards(models):
-    p64 = make_plan(models["4b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
-    p32 = make_plan(models["4b-bf16"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED)
+def test_4b_on_32gb_and_64gb_cards(qwen3_checkpoints):
+    p64 = make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED)
+    p32 = make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED)
     assert p64["feasible"] and p32["feasible"]
     assert p64["max_model_len"] == p32["max_model_len"] == 40960
     assert p32["kv_capacity_tokens"] < p64["kv_capacity_tokens"]
@@ -227,8 +229,8 @@ def test_4b_on_32gb_and_64gb_cards(models):
     assert diff == int(GB64 * 0.9) - int(GB32 * 0.9) + extra_activation
 
 
-def test_unpinned_max_model_len_is_lowered_to_the_kv_capacity(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)
+def test_unpinned_max_model_len_is_lowered_to_the_kv_capacity(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)
     assert plan["feasible"]
     assert plan["max_model_len"] < 40960
     assert plan["max_model_len"] == plan["kv_capacity_tokens"]
@@ -237,10 +239,14 @@ def test_unpinned_max_model_len_is_lowered_to_the_kv_capacity(models):
     assert flag(plan["argv"], "--max-model-len") == str(plan["max_model_len"])
 
 
-def test_pinned_max_model_len_that_does_not_fit_fails_with_numbers(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000, max_model_len=40960)
+def test_pinned_max_model_len_that_does_not_fit_fails_with_numbers(qwen3_checkpoints):
+    plan = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000, max_model_len=40960
+    )
     assert not plan["feasible"]
-    cap = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)["kv_capacity_tokens"]
+    cap = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)[
+        "kv_capacity_tokens"
+    ]
     reason = plan["reasons"][0]
     assert f"--max-model-len 40960 does not fit: the KV cache holds {cap} tokens" in reason
     assert f"lower --max-model-len to {cap} or less" in reason
@@ -287,7 +293,7 @@ def test_yarn_context_pinned_on_one_32gb_card_is_refused_with_numbers(qwen3_8b_y
     assert f"holds {two['kv_capacity_tokens']} tokens, max_model_len 131072)" in second
 
 
-def test_pinned_context_above_the_yarn_limit_and_the_yarn_hint(qwen3_8b_yarn, models):
+def test_pinned_context_above_the_yarn_limit_and_the_yarn_hint(qwen3_8b_yarn, qwen3_checkpoints):
     with pytest.raises(CheckFailed) as err:
         make_plan(qwen3_8b_yarn, hbm_total_mb=GB64, npus=8, max_model_len=262144)
     msg = str(err.value)
@@ -295,26 +301,30 @@ def test_pinned_context_above_the_yarn_limit_and_the_yarn_hint(qwen3_8b_yarn, mo
     assert "rope_scaling yarn: original_max_position_embeddings 32768 x factor 4" in msg
     assert "Use 131072 or less" in msg and "Qwen3 reaches" not in msg
     with pytest.raises(CheckFailed) as err:
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, max_model_len=131072)
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, max_model_len=131072)
     assert "limit 40960 (max_position_embeddings 40960;" in str(err.value)
     assert "Qwen3 reaches 131072 with YaRN (rope_scaling rope_type yarn, factor 4.0" in str(
         err.value
     )
 
 
-def test_pinned_max_num_seqs_beyond_capacity(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=256)
+def test_pinned_max_num_seqs_beyond_capacity(qwen3_checkpoints):
+    plan = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=256
+    )
     assert not plan["feasible"]
     assert "--max-num-seqs 256 plans 256 x 4096" in plan["reasons"][0]
-    ok = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=8)
+    ok = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=IDLE_USED, max_num_seqs=8
+    )
     assert ok["feasible"] and ok["max_num_seqs"] == 8
 
 
-def test_no_room_at_all(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=20000)
+def test_no_room_at_all(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=20000)
     assert not plan["feasible"]
     assert "(TP 2 on 2 NPUs fits: its KV cache holds " in plan["reasons"][-1]
-    full = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=28000)
+    full = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=28000)
     assert full["reasons"][-1].endswith(
         "valid larger sizes need more NPUs: 2, 4, 8 (none of them fits either)"
     )
@@ -324,8 +334,10 @@ def test_no_room_at_all(models):
     )
 
 
-def test_32b_picks_the_smallest_tp_that_fits_and_fills_the_host(models):
-    plan = make_plan(models["32b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8)
+def test_32b_picks_the_smallest_tp_that_fits_and_fills_the_host(qwen3_checkpoints):
+    plan = make_plan(
+        qwen3_checkpoints["32b-bf16"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8
+    )
     assert plan["feasible"] and plan["tp"] == 2 and plan["replicas"] == 4
     assert plan["devices_per_replica"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     ports = [launch["env"]["HCCL_IF_BASE_PORT"] for launch in plan["replica_launch"]]
@@ -338,17 +350,17 @@ def test_32b_picks_the_smallest_tp_that_fits_and_fills_the_host(models):
     ]
 
 
-def test_quantization_ascend_refused_on_fp8_and_bf16(models):
+def test_quantization_ascend_refused_on_fp8_and_bf16(qwen3_checkpoints):
     with pytest.raises(CheckFailed) as err:
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, quantization="ascend")
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, quantization="ascend")
     assert "quant_model_description.json" in str(err.value)
     assert "FP8 checkpoint" in str(err.value)
     with pytest.raises(CheckFailed, match="float \\(unquantized\\) model"):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, quantization="ascend")
+        make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, quantization="ascend")
     with pytest.raises(CheckFailed, match="has no FP8 compute"):
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, quantization="fp8")
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, quantization="fp8")
     with pytest.raises(CheckFailed, match="does not match"):
-        make_plan(models["4b-bf16"], hbm_total_mb=GB64, quantization="awq")
+        make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, quantization="awq")
 
 
 def test_quantization_ascend_accepted_with_modelslim_description(tmp_path):
@@ -381,8 +393,10 @@ def test_quantization_ascend_accepted_with_modelslim_description(tmp_path):
         (None, 1, {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}, ["VLLM_USE_V1"]),
     ],
 )
-def test_environment_per_version(models, version, tp, expect, absent):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, npus=tp, tp=tp, vllm_ascend=version)
+def test_environment_per_version(qwen3_checkpoints, version, tp, expect, absent):
+    plan = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, npus=tp, tp=tp, vllm_ascend=version
+    )
     env = plan["env"]
     for key, value in expect.items():
         assert env[key] == value
@@ -414,59 +428,63 @@ def test_version_order():
         version_key("latest")
 
 
-def test_a5_serves_fp8_natively_and_310p_runs_eager_in_fp16(models):
-    a5 = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hardware="a5")
+def test_a5_serves_fp8_natively_and_310p_runs_eager_in_fp16(qwen3_checkpoints):
+    a5 = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hardware="a5")
     assert a5["model"]["needs_conversion"] is False
-    assert a5["argv"][2] == models["4b-fp8"]
+    assert a5["argv"][2] == qwen3_checkpoints["4b-fp8"]
     assert a5["memory"]["weights_per_npu_mb"] == -(-4_412_063_872 // 2**20)
-    p310 = make_plan(models["4b-bf16"], hbm_total_mb=24576, hardware="310p")
+    p310 = make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=24576, hardware="310p")
     assert "--enforce-eager" in p310["argv"] and flag(p310["argv"], "--dtype") == "float16"
     assert p310["memory"]["graph_capture_mb"] == 0
     with pytest.raises(CheckFailed, match="unknown hardware 'h100'"):
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, hardware="h100")
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hardware="h100")
     with pytest.raises(CheckFailed, match=r"support starts with v0\.10\.0rc1"):
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, hardware="a3", vllm_ascend="v0.9.1")
+        make_plan(
+            qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hardware="a3", vllm_ascend="v0.9.1"
+        )
 
 
-def test_enforce_eager_drops_graph_memory(models):
-    graph = make_plan(models["4b-fp8"], hbm_total_mb=GB64)
-    eager = make_plan(models["4b-fp8"], hbm_total_mb=GB64, enforce_eager=True)
+def test_enforce_eager_drops_graph_memory(qwen3_checkpoints):
+    graph = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64)
+    eager = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, enforce_eager=True)
     assert "--enforce-eager" in eager["argv"] and "--enforce-eager" not in graph["argv"]
     assert eager["kv_capacity_tokens"] > graph["kv_capacity_tokens"]
     assert eager["memory"]["graph_capture_mb"] == 0
 
 
-def test_swap_space_only_when_host_ram_allows(models):
+def test_swap_space_only_when_host_ram_allows(qwen3_checkpoints):
     base = {"hbm_total_mb": GB64, "vllm_ascend": "v0.13.0"}
-    assert "--swap-space" not in make_plan(models["4b-fp8"], **base)["argv"]
-    plan = make_plan(models["4b-fp8"], host_ram_mb=512 * 1024, npus=8, **base)
+    assert "--swap-space" not in make_plan(qwen3_checkpoints["4b-fp8"], **base)["argv"]
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], host_ram_mb=512 * 1024, npus=8, **base)
     assert all(flag(lc["argv"], "--swap-space") == "4" for lc in plan["replica_launch"])
-    tight = make_plan(models["4b-fp8"], host_ram_mb=16 * 1024, npus=8, **base)
+    tight = make_plan(qwen3_checkpoints["4b-fp8"], host_ram_mb=16 * 1024, npus=8, **base)
     assert "--swap-space" not in tight["argv"]
     assert any("--swap-space omitted" in n for n in tight["notes"])
-    small = make_plan(models["4b-fp8"], host_ram_mb=40 * 1024, npus=8, **base)
+    small = make_plan(qwen3_checkpoints["4b-fp8"], host_ram_mb=40 * 1024, npus=8, **base)
     assert flag(small["argv"], "--swap-space") == "2"  # 40 GiB x 0.4 / 8 workers
-    new = make_plan(models["4b-fp8"], hbm_total_mb=GB64, vllm_ascend="v0.18.0", host_ram_mb=2**20)
+    new = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, vllm_ascend="v0.18.0", host_ram_mb=2**20
+    )
     assert "--swap-space" not in new["argv"]
 
 
-def test_unknown_used_hbm_and_npus_default(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=None, npus=None)
+def test_unknown_used_hbm_and_npus_default(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=None, npus=None)
     assert plan["memory"]["used_by_others_mb"] == 0 and plan["replicas"] == 1
     assert any("HBM in use unknown" in n for n in plan["notes"])
 
 
-def test_api_key_is_never_in_argv(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB64, api_key_env=True)
+def test_api_key_is_never_in_argv(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, api_key_env=True)
     assert plan["secret_env"] == ["VLLM_API_KEY"]
     assert "--api-key" not in plan["argv"] and "VLLM_API_KEY" not in plan["env"]
     with pytest.raises(InputError, match="must not carry --api-key"):
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, extra_args=["--api-key=secret"])
+        make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, extra_args=["--api-key=secret"])
 
 
-def test_extra_args_and_names(models):
+def test_extra_args_and_names(qwen3_checkpoints):
     plan = make_plan(
-        models["4b-fp8"],
+        qwen3_checkpoints["4b-fp8"],
         hbm_total_mb=GB64,
         extra_args=["--enable-prefix-caching"],
         served_model_name="qwen3",
@@ -479,7 +497,9 @@ def test_extra_args_and_names(models):
     assert flag(argv, "--served-model-name") == "qwen3"
     assert flag(argv, "--port") == "9000" and flag(argv, "--host") == "127.0.0.1"
     with pytest.raises(InputError, match="conflicts with the value the plan sets"):
-        make_plan(models["4b-fp8"], hbm_total_mb=GB64, extra_args=["--max-model-len", "8"])
+        make_plan(
+            qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, extra_args=["--max-model-len", "8"]
+        )
 
 
 @pytest.mark.parametrize(
@@ -495,12 +515,12 @@ def test_extra_args_and_names(models):
         ({"hbm_total_mb": GB64, "vllm_ascend": "banana"}, "not a version"),
     ],
 )
-def test_bad_arguments(models, kwargs, message):
+def test_bad_arguments(qwen3_checkpoints, kwargs, message):
     with pytest.raises(InputError, match=message):
-        make_plan(models["4b-fp8"], **kwargs)
+        make_plan(qwen3_checkpoints["4b-fp8"], **kwargs)
 
 
-def test_emulator_formula_accepts_the_plan(models):
+def test_emulator_formula_accepts_the_plan(qwen3_checkpoints):
     """The emulated vLLM computes capacity with the same function from the planned argv."""
     for key, hbm, used, npus in [
         ("4b-fp8", GB64, IDLE_USED, 1),
@@ -508,10 +528,10 @@ def test_emulator_formula_accepts_the_plan(models):
         ("14b-fp8", GB32, 3000, 2),
         ("32b-bf16", GB64, IDLE_USED, 8),
     ]:
-        plan = make_plan(models[key], hbm_total_mb=hbm, hbm_used_mb=used, npus=npus)
+        plan = make_plan(qwen3_checkpoints[key], hbm_total_mb=hbm, hbm_used_mb=used, npus=npus)
         assert plan["feasible"], plan["reasons"]
         argv = plan["argv"]
-        facts = inspect_model(models[key])  # what the engine loads (served bytes)
+        facts = inspect_model(qwen3_checkpoints[key])  # what the engine loads (served bytes)
         cap = memory_model.kv_capacity_tokens(
             facts,
             hbm_total_mb=hbm,
@@ -531,9 +551,9 @@ def test_emulator_formula_accepts_the_plan(models):
         assert tighter < cap
 
 
-def test_engine_refuses_planned_context_when_hbm_was_taken_meanwhile(models):
-    plan = make_plan(models["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)
-    facts = inspect_model(models["4b-fp8"])
+def test_engine_refuses_planned_context_when_hbm_was_taken_meanwhile(qwen3_checkpoints):
+    plan = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=14000)
+    facts = inspect_model(qwen3_checkpoints["4b-fp8"])
     cap = memory_model.kv_capacity_tokens(
         facts, GB32, 14000 + 1024, 0.9, max_num_seqs=plan["max_num_seqs"]
     )
@@ -549,9 +569,9 @@ def run_cli(capsys, *args):
     return code, out, err
 
 
-def test_cli_json_feasible_exit_0(models, capsys):
+def test_cli_json_feasible_exit_0(qwen3_checkpoints, capsys):
     code, out, err = run_cli(
-        capsys, "--model-dir", models["4b-fp8"], "--hbm-total-mb", "65536", "--json"
+        capsys, "--model-dir", qwen3_checkpoints["4b-fp8"], "--hbm-total-mb", "65536", "--json"
     )
     assert code == 0 and err == ""
     plan = json.loads(out)
@@ -560,11 +580,11 @@ def test_cli_json_feasible_exit_0(models, capsys):
     assert plan["feasible"] is True
 
 
-def test_cli_human_output(models, capsys):
+def test_cli_human_output(qwen3_checkpoints, capsys):
     code, out, _ = run_cli(
         capsys,
         "--model-dir",
-        models["4b-fp8"],
+        qwen3_checkpoints["4b-fp8"],
         "--hbm-total-mb",
         "65536",
         "--hbm-used-mb",
@@ -582,9 +602,9 @@ def test_cli_human_output(models, capsys):
     assert "vllm serve " in out and "--max-model-len 40960" in out
 
 
-def test_cli_infeasible_exit_1(models, capsys):
+def test_cli_infeasible_exit_1(qwen3_checkpoints, capsys):
     code, out, _ = run_cli(
-        capsys, "--model-dir", models["14b-fp8"], "--hbm-total-mb", "32768", "--json"
+        capsys, "--model-dir", qwen3_checkpoints["14b-fp8"], "--hbm-total-mb", "32768", "--json"
     )
     assert code == 1
     assert json.loads(out)["feasible"] is False
@@ -600,9 +620,9 @@ def test_cli_infeasible_exit_1(models, capsys):
         (["--vllm-ascend", "nightly"], 2, "not a version"),
     ],
 )
-def test_cli_refusals(models, capsys, args, code, message):
+def test_cli_refusals(qwen3_checkpoints, capsys, args, code, message):
     rc, out, err = run_cli(
-        capsys, "--model-dir", models["4b-fp8"], "--hbm-total-mb", "65536", *args
+        capsys, "--model-dir", qwen3_checkpoints["4b-fp8"], "--hbm-total-mb", "65536", *args
     )
     assert rc == code
     assert out == ""
@@ -620,9 +640,9 @@ def test_cli_refusals(models, capsys, args, code, message):
         [],
     ],
 )
-def test_cli_bad_numbers_exit_2(models, capsys, args):
+def test_cli_bad_numbers_exit_2(qwen3_checkpoints, capsys, args):
     with pytest.raises(SystemExit) as exc:
-        main(["plan", "--model-dir", models["4b-fp8"], *args])
+        main(["plan", "--model-dir", qwen3_checkpoints["4b-fp8"], *args])
     assert exc.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
 

@@ -16,7 +16,6 @@ from ascend_deploy.host import npu_smi
 from ascend_deploy.planning import compat
 from ascend_deploy.planning.preflight import hardware_of, render_table, run_preflight
 from ascend_deploy.planning.rules import load_rules
-from ascend_sim.checkpoints import write_checkpoint
 
 _spec = importlib.util.spec_from_file_location("build_tree", DATA / "hosts" / "build_tree.py")
 build_tree = importlib.util.module_from_spec(_spec)
@@ -249,19 +248,9 @@ def test_installed_packages_are_checked_against_the_matrix(tmp_path, monkeypatch
     assert result["ok"] is False
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    out = {}
-    for key, arch, fp8 in [("4b-fp8", "qwen3-4b", True), ("32b-bf16", "qwen3-32b", False)]:
-        out[key] = str(root / key)
-        write_checkpoint(out[key], arch, fp8=fp8, data="sparse")
-    return out
-
-
-def test_model_plan_fits_and_fp8_needs_conversion(tmp_path, models):
+def test_model_plan_fits_and_fp8_needs_conversion(tmp_path, qwen3_checkpoints):
     result = run_preflight(
-        host(tmp_path, "a2-toolkit-8.2"), model_dir=models["4b-fp8"], npu_info=npu(B4_64)
+        host(tmp_path, "a2-toolkit-8.2"), model_dir=qwen3_checkpoints["4b-fp8"], npu_info=npu(B4_64)
     )
     c = checks_of(result)
     assert c["model.plan"]["status"] == "ok" and "TP 1" in c["model.plan"]["evidence"]
@@ -269,9 +258,11 @@ def test_model_plan_fits_and_fp8_needs_conversion(tmp_path, models):
     assert "ascend-deploy convert" in c["model.fp8"]["fix"]
 
 
-def test_model_that_does_not_fit_fails(tmp_path, models):
+def test_model_that_does_not_fit_fails(tmp_path, qwen3_checkpoints):
     result = run_preflight(
-        host(tmp_path, "a2-toolkit-8.2"), model_dir=models["32b-bf16"], npu_info=npu(B4_64)
+        host(tmp_path, "a2-toolkit-8.2"),
+        model_dir=qwen3_checkpoints["32b-bf16"],
+        npu_info=npu(B4_64),
     )
     plans = [f for f in result["checks"] if f["id"].startswith("model.plan")]
     assert plans and all(f["status"] == "fail" for f in plans)
@@ -279,7 +270,7 @@ def test_model_that_does_not_fit_fails(tmp_path, models):
     assert result["ok"] is False
 
 
-def test_matrix_and_rules_are_arguments(tmp_path, models):
+def test_matrix_and_rules_are_arguments(tmp_path, qwen3_checkpoints):
     """The documents a caller passes (the role's controller lookups) are the ones used."""
     matrix = json.loads(json.dumps(compat.read_matrix()))
     for row in matrix["rows"]:
@@ -289,7 +280,7 @@ def test_matrix_and_rules_are_arguments(tmp_path, models):
     del rules["hardware"]["a2"]
     result = run_preflight(
         host(tmp_path, "a2-toolkit-8.2"),
-        model_dir=models["4b-fp8"],
+        model_dir=qwen3_checkpoints["4b-fp8"],
         npu_info=npu(B4_64),
         matrix=matrix,
         rules=rules,
@@ -301,7 +292,7 @@ def test_matrix_and_rules_are_arguments(tmp_path, models):
     shipped = checks_of(
         run_preflight(
             host(tmp_path / "again", "a2-toolkit-8.2"),
-            model_dir=models["4b-fp8"],
+            model_dir=qwen3_checkpoints["4b-fp8"],
             npu_info=npu(B4_64),
         )
     )
