@@ -5,6 +5,7 @@ repository's ansible.cfg (library/, module_utils = src) and ``-M library``.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -88,3 +89,29 @@ def test_ansible_doc_fails_on_a_sentence_that_yaml_reads_as_a_mapping(tmp_path):
     done = ansible_doc(tmp_path, cfg, lib, "--json", "ascend_report")
     description = json.loads(done.stdout)["ascend_report"]["doc"]["description"]
     assert not all(isinstance(t, str) for t in texts(description))
+
+
+def argument_spec(path) -> dict:
+    """The literal ``AnsibleModule(argument_spec={...})`` of a module, read with ``ast``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.keyword) and node.arg == "argument_spec":
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path.name}: no literal argument_spec")
+
+
+def test_documented_options_are_the_argument_spec(tmp_path):
+    """Names, types, defaults, required, choices and list element types agree."""
+    done = ansible_doc(tmp_path, REPO / "ansible.cfg", REPO / "library", "--json", *MODULES)
+    docs = json.loads(done.stdout)
+    for name in MODULES:
+        spec = argument_spec(REPO / "library" / f"{name}.py")
+        options = docs[name]["doc"].get("options") or {}
+        assert sorted(options) == sorted(spec), name
+        for option, want in spec.items():
+            doc = options[option]
+            where = f"{name}.{option}"
+            assert doc.get("type", "str") == want.get("type", "str"), where
+            assert bool(doc.get("required")) == bool(want.get("required")), where
+            assert doc.get("default") == want.get("default"), where
+            assert doc.get("choices") == want.get("choices"), where
+            assert doc.get("elements") == want.get("elements"), where
