@@ -112,3 +112,19 @@ def test_accepted_settings_write_one_line_per_variable(tmp_path, variables):
     assert set(lines) == expected
     if variables.get("vllm_service_allow_unauthenticated"):
         assert "serving on 0.0.0.0 without an API key" in out
+
+
+def test_zero_for_an_optional_number_is_refused_naming_it(tmp_path):
+    """One convention for "not set": null (the default) is unset, 0 is refused before any change."""
+    rc, out, dest = write_env(
+        tmp_path, vllm_service_api_key="k", vllm_service_max_model_len=0, vllm_service_tp="0"
+    )
+    assert rc != 0 and not dest.exists()
+    flat = re.sub(r"\s+", " ", out)
+    assert "vllm_service_tp is 0, vllm_service_max_model_len is 0 must be unset or positive" in flat
+    assert "leave it unset (null, the default" in flat
+    # Unset (null) and positive values pass.
+    rc, out, dest = write_env(
+        tmp_path, vllm_service_api_key="k", vllm_service_max_model_len=None, vllm_service_tp=2
+    )
+    assert rc == 0, out[-3000:]

@@ -172,3 +172,20 @@ def test_the_check_allows_results_and_inputs_where_the_rules_say(tmp_path):
         "    msg: \"{{ 'set ascend_runtime_mode: host' }} {{ ascend_runtime_mode }}\"\n"
     )
     assert bad_names(tasks, "model_weights") == ["ascend_runtime_mode"]
+
+
+def test_the_configuration_directory_is_one_variable():
+    """/etc/ascend-deploy is written out only as the default of ascend_deploy_config_dir, in the
+    defaults of the roles that keep state there; tasks, templates and playbooks use the variable."""
+    files = [p for role in ROLES for p in role_files(role)] + PLAYBOOKS
+    found = {
+        f"{path.relative_to(REPO)}:{n}": line.strip()
+        for path in files
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "/etc/ascend-deploy" in line
+    }
+    fallback = "{{ ascend_deploy_config_dir | default('/etc/ascend-deploy') }}"
+    assert all(
+        fallback in line and "/defaults/main.yml:" in where for where, line in found.items()
+    ), found
+    assert sorted(where.split("/")[1] for where in found) == ["ascend_runtime", "vllm_service"]
