@@ -10,7 +10,7 @@ module: ascend_diagnose
 short_description: Diagnose vLLM-Ascend logs (container log, journal, verify report)
 description:
   - Runs C(ascend-deploy diagnose) (C(ascend_deploy/diagnosis/engine.py)) over every file in
-    C(paths)
+    C(paths) (C(ascend_deploy.diagnosis.report.diagnose_paths))
     (missing files are listed in C(missing), not an error, since a crashed container may have
     left no log) and returns the findings of all of them together, most likely cause first.
   - The rules are passed as content (C(rules)) because AnsiballZ ships Python files only; the
@@ -43,9 +43,10 @@ EXAMPLES = r"""
 RETURN = r"""
 findings:
   description: >-
-    List of {pitfall, rule, title, evidence, fix, explanation, variable, guess}, root cause first.
-    When no rule matched a failed log, the only entry is a guess (guess true, confidence,
-    settle: the commands that confirm it).
+    List of {pitfall, rule, title, evidence, fix, explanation, variable, guess, summary}, root
+    cause first; C(summary) words the finding in one paragraph for the operator. When no rule
+    matched a failed log, the only entry is a guess (guess true, confidence, settle: the commands
+    that confirm it).
   returned: always
   type: list
 last_errors:
@@ -62,15 +63,8 @@ unreadable:
   type: list
 """
 
-import json
-import os
-
-from ansible.module_utils.ascend_deploy.diagnosis.engine import (
-    Diagnoser,
-    diagnose_stream,
-    open_log,
-    parse_rules,
-)
+from ansible.module_utils.ascend_deploy.diagnosis.report import diagnose_paths, write_result
+from ansible.module_utils.ascend_deploy.diagnosis.rules import parse_rules
 from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
 
@@ -86,32 +80,13 @@ def main() -> None:
     )
     p = module.params
     try:
-        diagnoser = Diagnoser(parse_rules(p["rules"], "rules"))
+        result = diagnose_paths(p["paths"], parse_rules(p["rules"], "rules"))
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
-    missing, read, unreadable = [], [], []
-    for path in p["paths"]:
-        if not os.path.isfile(path):
-            missing.append(path)
-            continue
-        try:
-            with open_log(path) as fh:
-                diagnose_stream(diagnoser, fh, path)
-        except AscendDeployError as exc:  # binary, truncated or beyond the caps: say so, go on
-            unreadable.append({"path": path, "reason": str(exc)})
-            continue
-        read.append(path)
-    result = diagnoser.result()
-    result.setdefault("last_errors", [])
-    result["sources"] = read
-    result["missing"] = missing
-    result["unreadable"] = unreadable
     changed = False
     if p["dest"] and not module.check_mode:
         try:
-            with open(p["dest"], "w", encoding="utf-8") as fh:
-                json.dump(result, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
+            write_result(p["dest"], result)
         except OSError as exc:
             module.fail_json(msg=f"{p['dest']}: cannot write the diagnosis ({exc.strerror})")
         changed = True

@@ -113,8 +113,9 @@ def test_health_wait_classifies_failed_replicas_with_the_diagnosis_rules(tmp_pat
     assert by_name["oom-0"]["diagnosis"]["rule"] == "npu_out_of_memory"
     assert two["cause"] == "graph_capture" and two["diagnosis"]["pitfall"] == 4
     # the role prints this paragraph (tasks/health.yml): no wording of its own
-    assert two["message"].startswith("oom-0, graph-0 graph_capture. Cause: [pitfall 4] ")
-    assert two["message"].endswith(f"Fix: {two['diagnosis']['fix']}")
+    assert two["message"].startswith("oom-0, graph-0 graph_capture. [pitfall 4] ")
+    assert two["message"] == f"oom-0, graph-0 graph_capture. {two['diagnosis']['summary']}"
+    assert f"Fix: {two['diagnosis']['fix']}" in two["message"]
     oom = res["oom"]
     assert oom["cause"] == "exited" and oom["diagnosis"]["pitfall"] == 5
     assert oom["diagnosis"]["fix"] and oom["diagnosis"]["evidence"]
@@ -141,3 +142,7 @@ def test_ascend_diagnose_reads_gzip_and_names_unreadable_files(tmp_path):
     assert "binary" in two["unreadable"][0]["reason"]
     first = res["guess"]["findings"][0]
     assert first["guess"] is True and first["settle"]
+    # the one wording the playbooks print (playbooks/diagnose.yml, deploy_verify failure.yml)
+    assert first["summary"].startswith("Best guess (confidence ")
+    assert first["summary"].endswith(f"To settle it, run: {'; '.join(first['settle'])}")
+    assert two["findings"][0]["summary"].startswith("[pitfall 3] ")

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..diagnosis.engine import diagnose_text
+from ..diagnosis.report import describe
 from ..diagnosis.rules import RuleSet
 from ..errors import InputError, shown
 
 GRAPH_CAPTURE_PITFALL = 4
 GONE = ("exited", "dead", "restarting")  # container states that end the wait for a replica
 LOG_CAP = 4_000_000  # characters of a replica's log kept for the diagnosis
+NO_SIGNATURE = "No failure signature in the log."
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ def classify(rules: RuleSet | None, logs: str) -> dict | None:
     if rules is None or not logs:
         return None
     findings = diagnose_text(logs, rules)["findings"]
-    return findings[0] if findings else None
+    if not findings:
+        return None
+    return dict(findings[0], summary=describe(findings[0]))
 
 
 def cause_of(state: str, finding: dict | None) -> str:
@@ -117,21 +121,6 @@ def cause_of(state: str, finding: dict | None) -> str:
     if state in GONE:
         return "exited"
     return "missing" if state == "missing" else "timeout"
-
-
-def describe(finding: dict | None) -> str:
-    """One paragraph for the operator: cause (or best guess), evidence and fix."""
-    if not finding:
-        return "No failure signature in the log."
-    if finding["guess"]:
-        head = f"Best guess (confidence {finding.get('confidence', 0):.0%}): "
-    else:
-        head = "Cause: "
-    pitfall = f"[pitfall {finding['pitfall']}] " if finding["pitfall"] else ""
-    evidence = " / ".join(finding["evidence"][:2])
-    if len(evidence) > 300:
-        evidence = evidence[:297] + "..."
-    return f"{head}{pitfall}{finding['title']}. Evidence: {evidence or '-'}. Fix: {finding['fix']}"
 
 
 def wait(replicas: Sequence[Replica], settings: WaitSettings, rules: RuleSet | None = None) -> dict:
@@ -186,5 +175,6 @@ def wait(replicas: Sequence[Replica], settings: WaitSettings, rules: RuleSet | N
         result["cause"] = first["cause"]
         result["diagnosis"] = first["diagnosis"]
         names = ", ".join(f["name"] for f in failed)
-        result["message"] = f"{names} {first['cause']}. {describe(first['diagnosis'])}"
+        said = first["diagnosis"]["summary"] if first["diagnosis"] else NO_SIGNATURE
+        result["message"] = f"{names} {first['cause']}. {said}"
     return result

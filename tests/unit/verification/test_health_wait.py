@@ -23,7 +23,6 @@ from ascend_deploy.errors import InputError
 from ascend_deploy.verification.health_wait import (
     Replica,
     WaitSettings,
-    describe,
     replicas_from,
     wait,
 )
@@ -141,9 +140,10 @@ def test_graph_capture_failure_is_named_by_the_engine_and_ends_the_wait_early(tm
     assert diagnosis["pitfall"] == 4 and diagnosis["rule"] == "graph_capture_failed"
     assert diagnosis["guess"] is False
     message = result["message"]
-    assert message.startswith(f"graph-0 graph_capture. Cause: [pitfall 4] {diagnosis['title']}.")
+    assert message.startswith(f"graph-0 graph_capture. [pitfall 4] {diagnosis['title']}.")
+    assert message == f"graph-0 graph_capture. {diagnosis['summary']}"
     assert f"Evidence: {diagnosis['evidence'][0]}" in message
-    assert message.endswith(f"Fix: {diagnosis['fix']}")
+    assert message.endswith(f"Fix: {diagnosis['fix']} (variable {diagnosis['variable']})")
 
 
 def test_graph_capture_wins_over_an_earlier_out_of_memory(tmp_path):
@@ -162,7 +162,7 @@ def test_graph_capture_wins_over_an_earlier_out_of_memory(tmp_path):
     assert by_name["oom-0"]["diagnosis"]["rule"] == "npu_out_of_memory"
     assert by_name["graph-0"]["cause"] == "graph_capture"
     assert result["cause"] == "graph_capture" and result["diagnosis"]["pitfall"] == 4
-    assert result["message"].startswith("oom-0, graph-0 graph_capture. Cause: [pitfall 4]")
+    assert result["message"].startswith("oom-0, graph-0 graph_capture. [pitfall 4]")
 
 
 def test_a_guessed_graph_capture_does_not_trigger_the_eager_fallback(tmp_path):
@@ -174,7 +174,7 @@ def test_a_guessed_graph_capture_does_not_trigger_the_eager_fallback(tmp_path):
     assert result["cause"] == "exited"
     confidence = result["diagnosis"]["confidence"]
     assert result["message"].startswith(
-        f"g-0 exited. Best guess (confidence {confidence:.0%}): [pitfall 4]"
+        f"g-0 exited. Best guess (confidence {confidence:.0%}, no known signature) [pitfall 4]"
     )
 
 
@@ -200,19 +200,6 @@ def test_replicas_need_a_name_and_a_port():
     for bad in ({"name": "r"}, {"port": 1}, {"name": "r", "port": "x"}):
         with pytest.raises(InputError, match="needs 'name' and an integer 'port'"):
             replicas_from([bad])
-
-
-def test_describe_cuts_long_evidence():
-    finding = {
-        "pitfall": None,
-        "title": "HCCL timeout",
-        "evidence": ["x" * 400],
-        "fix": "check the network",
-        "guess": False,
-    }
-    text = describe(finding)
-    assert text.startswith("Cause: HCCL timeout. Evidence: xxx")
-    assert "x" * 297 + "..." in text and text.endswith("Fix: check the network")
 
 
 def test_the_emulated_vllm_server_is_healthy(openai_server):
