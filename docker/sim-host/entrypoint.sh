@@ -72,10 +72,14 @@ if [ "${ASCEND_SIM_ENGINE:-entrypoint}" = init ]; then
     }
     trap stop_init TERM INT
     if [ -x /etc/init.d/docker ] && ls /etc/rc2.d/S*docker >/dev/null 2>&1; then
-        /etc/init.d/docker start || log "warning: /etc/init.d/docker start failed (exit $?)"
+        if /etc/init.d/docker start; then
+            log "init: /etc/init.d/docker started"
+        else
+            log "warning: /etc/init.d/docker start failed (exit $?)"
+        fi
     fi
     touch "$READY"
-    log "ready ($(hostname), no Docker engine started by the entrypoint: init mode)"
+    log "ready ($(hostname), init mode: the entrypoint starts no dockerd of its own)"
     while :; do
         sleep 5 &
         wait $! || true

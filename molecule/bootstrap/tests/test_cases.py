@@ -139,3 +139,27 @@ def test_ascend_docker_runtime_is_detected_and_another_drivers_options_replaced(
     while host.run("docker info").rc != 0 and time.monotonic() < deadline:
         time.sleep(1)
     assert "ascend" in json.loads(host.check_output("docker info --format '{{json .Runtimes}}'"))
+
+
+def test_the_engine_comes_back_after_a_reboot(host):
+    # The bare host's entrypoint plays a sysvinit boot: an installed, enabled /etc/init.d/docker
+    # starts again when the host (the container) restarts.
+    name = host.backend.get_hostname()
+    restarted = subprocess.run(
+        ["docker", "restart", "-t", "10", name], capture_output=True, text=True, check=False
+    )
+    assert restarted.returncode == 0, restarted.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready = subprocess.run(
+            ["docker", "exec", name, "test", "-e", "/run/ascend-sim/ready"], check=False
+        )
+        if ready.returncode == 0 and host.run("docker info").rc == 0:
+            break
+        time.sleep(1)
+    out = host.check_output("docker info --format '{{.ServerVersion}} {{.LoggingDriver}}'")
+    assert out.split()[1] == "json-file"
+    logs = subprocess.run(
+        ["docker", "logs", "--tail", "5", name], capture_output=True, text=True, check=False
+    ).stderr
+    assert "init: /etc/init.d/docker started" in logs
