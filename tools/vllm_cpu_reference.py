@@ -6,9 +6,9 @@ Runs in a vLLM CPU interpreter, by default inside a container of the engine imag
 1. converts ``tests/data/tiny-qwen3-fp8`` to BF16 with the bundle's converter (on the calling
    side: it needs the ``convert`` extra, numpy and ml_dtypes), then in vLLM's interpreter makes
    a copy with one weight tensor halved;
-2. serves the converted copy with vLLM's OpenAI server at ``--tensor-parallel-size 2`` (one
-   OpenMP CPU group per rank, ``VLLM_CPU_OMP_THREADS_BIND``: vLLM's automatic binding wants one
-   NUMA node per rank), checks it with ``verification.precision.compare_logprobs`` against the
+2. serves the converted copy with vLLM's OpenAI server at ``--tensor-parallel-size 2`` (argv
+   and environment through the engine image's ``launch.translate``: one OpenMP CPU group per
+   rank, torch.compile off), checks it with ``verification.precision.compare_logprobs`` against the
    CPU reference, and reads the KV tokens it reports beside the planner's per-NPU figure;
 3. serves the perturbed copy at TP 1 and checks it against the same reference.
 
@@ -48,15 +48,6 @@ RESULT_PREFIX = "VLLM_CPU_REFERENCE_JSON "
 KV_GIB = 1
 
 
-def omp_bind(tp: int, cpus: list[int] | None = None) -> str:
-    """``VLLM_CPU_OMP_THREADS_BIND`` for ``tp`` ranks: the allowed CPUs in ``tp`` groups."""
-    cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
-    if len(cpus) < tp:
-        raise RuntimeError(f"TP {tp} needs {tp} CPUs (one per rank); this process has {len(cpus)}")
-    per = len(cpus) // tp
-    return "|".join(",".join(map(str, cpus[i * per : (i + 1) * per])) for i in range(tp))
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,14 +63,16 @@ class Server:
         self.log = log
         self.tp = tp
         self.started = time.monotonic()
-        argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-                "--served-model-name", SERVED_NAME, "--dtype", "bfloat16", "--enforce-eager",
-                "--max-model-len", "2048", "--host", "127.0.0.1", "--port", str(self.port),
-                "--tensor-parallel-size", str(tp)]  # fmt: skip
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB), "HF_HUB_OFFLINE": "1"}
-        env.setdefault("TORCH_COMPILE_DISABLE", "1")  # no C++ compiler in the image
-        if tp > 1:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = omp_bind(tp)
+        from ascend_sim.vllm_engine.launch import engine_command, translate
+
+        # `vllm serve` of a planned replica, translated as the engine image's launcher does
+        # (CPU KV size, torch.compile off, one OpenMP CPU group per TP rank).
+        serve = [model_dir, "--served-model-name", SERVED_NAME, "--dtype", "bfloat16",
+                 "--enforce-eager", "--max-model-len", "2048", "--host", "127.0.0.1",
+                 "--port", str(self.port), "--tensor-parallel-size", str(tp)]  # fmt: skip
+        engine_argv, env = translate(serve, {**os.environ, "HF_HUB_OFFLINE": "1"})
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(KV_GIB)
+        argv = engine_command(sys.executable, engine_argv)
         with open(log, "w", encoding="utf-8") as out:
             self.proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True

@@ -117,14 +117,6 @@ def test_tp2_serves_with_the_planners_per_npu_kv_capacity(reference):
     assert served["planner_bytes_per_token"] * 2 == single["planner_bytes_per_token"]
 
 
-def test_omp_bind_gives_each_rank_its_own_cpus():
-    assert vllm_cpu_reference.omp_bind(2, [0, 1]) == "0|1"
-    assert vllm_cpu_reference.omp_bind(2, [0, 1, 2, 3, 4]) == "0,1|2,3"
-    assert vllm_cpu_reference.omp_bind(1, [3, 5]) == "3,5"
-    with pytest.raises(RuntimeError, match="TP 4 needs 4 CPUs"):
-        vllm_cpu_reference.omp_bind(4, [0, 1])
-
-
 def test_container_runs_the_working_tree_without_the_emulated_torch_npu():
     assert kv_vs_vllm.ENGINE_IMAGE == IMAGE  # the tools' default is the built engine image
     argv = kv_vs_vllm.container_argv(IMAGE, REPO, {"/tmp/x": "/work:ro"})

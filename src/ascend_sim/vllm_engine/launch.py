@@ -46,6 +46,20 @@ def _option_value(argv: Sequence[str], names: Sequence[str]) -> str | None:
     return None
 
 
+def omp_threads_bind(tp: int, cpus: Sequence[int] | None = None) -> str | None:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for ``tp`` ranks: the allowed CPUs in ``tp`` equal groups.
+
+    vLLM's CPU backend binds each rank's OpenMP threads to one NUMA node by default and stops
+    with "Not enough allowed NUMA nodes" when there are fewer nodes than ranks (one node here).
+    None with fewer CPUs than ranks: then vLLM's own message stands.
+    """
+    cpus = sorted(os.sched_getaffinity(0)) if cpus is None else sorted(cpus)
+    if len(cpus) < tp:
+        return None
+    per = len(cpus) // tp
+    return "|".join(",".join(map(str, cpus[i * per : (i + 1) * per])) for i in range(tp))
+
+
 def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
     """``vllm serve`` argv (without ``serve``) and env -> the CPU engine's argv and env.
 
@@ -62,6 +76,10 @@ def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], d
       cores; graph mode on the NPU (ACL graph capture, pitfall 4) is emulated in step 1.
     * ``PYTHONPATH`` loses the emulated torch_npu / vllm_ascend (``SHIM_SITE``): with an
       importable torch_npu, Transformers and vLLM take the NPU code paths of the real package.
+    * ``VLLM_CPU_OMP_THREADS_BIND`` when absent and TP > 1 (``omp_threads_bind``: the
+      container's CPUs in one group per rank, when it has one per rank); vLLM's automatic
+      binding wants a NUMA node per rank. So bound, TP 2 of the tiny model answers like TP 1
+      (tools/vllm_cpu_reference.py).
     * ``--quantization ascend`` is refused: ModelSlim W8A8 needs vllm-ascend's NPU kernels,
       which no CPU build has.
 
@@ -81,6 +99,10 @@ def translate(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], d
         raise TranslationError("vllm serve: the following arguments are required: model_tag")
     out_env = dict(env)
     out_env.setdefault("TORCH_COMPILE_DISABLE", "1")
+    tp = _option_value(args, ("--tensor-parallel-size", "-tp"))
+    bind = omp_threads_bind(int(tp)) if tp and tp.isdigit() and int(tp) > 1 else None
+    if bind and not out_env.get("VLLM_CPU_OMP_THREADS_BIND"):
+        out_env["VLLM_CPU_OMP_THREADS_BIND"] = bind
     if "PYTHONPATH" in out_env:
         kept = [p for p in out_env["PYTHONPATH"].split(os.pathsep) if p.rstrip("/") != SHIM_SITE]
         out_env["PYTHONPATH"] = os.pathsep.join(kept)

@@ -24,7 +24,12 @@ from ascend_sim.vllm_emulator.sandbox import (
     make_root,
     write_row,
 )
-from ascend_sim.vllm_engine.launch import ENGINE_MODULE, TranslationError, translate
+from ascend_sim.vllm_engine.launch import (
+    ENGINE_MODULE,
+    TranslationError,
+    omp_threads_bind,
+    translate,
+)
 
 STAND_IN = """
 import json, os, sys
@@ -130,3 +135,26 @@ def test_unknown_flag_and_modelslim_are_usage_errors(engine_env, tiny_random_mod
     assert res.returncode == 2 and "unrecognized arguments: --max-model-lenght" in res.stderr
     res = launch(["serve", tiny_random_model, "--quantization", "ascend"], engine_env())
     assert res.returncode == 2 and "needs vllm-ascend's NPU kernels" in res.stderr
+
+
+def test_omp_threads_bind_gives_each_rank_its_own_cpus():
+    assert omp_threads_bind(2, [1, 0]) == "0|1"
+    assert omp_threads_bind(2, [0, 1, 2, 3, 4]) == "0,1|2,3"
+    assert omp_threads_bind(1, [3, 5]) == "3,5"
+    assert omp_threads_bind(4, [0, 1]) is None  # vLLM's own NUMA message then stands
+
+
+def test_translate_binds_one_cpu_group_per_rank_only_at_tp_above_1():
+    # vLLM's CPU backend otherwise wants one NUMA node per rank ("Not enough allowed NUMA
+    # nodes to bind threads of 2 local CPUWorkers"); tests/integration/test_vllm_cpu_reference
+    # serves TP 2 with this environment.
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        assert "VLLM_CPU_OMP_THREADS_BIND" not in translate(["/m", "-tp", "2"], {})[1]
+        return
+    env = translate(["/m", "--tensor-parallel-size", "2"], {})[1]
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == omp_threads_bind(2)
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in translate(["/m", "-tp", "1"], {})[1]
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in translate(["/m"], {})[1]
+    kept = translate(["/m", "--tensor-parallel-size=2"], {"VLLM_CPU_OMP_THREADS_BIND": "0-1|2-3"})
+    assert kept[1]["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3"
