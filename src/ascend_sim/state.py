@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ascend_deploy.errors import InputError
+from ascend_deploy.versioning import version_key
 
 DEFAULT_STATE = "/etc/ascend-sim/state.json"
 PRESETS_DIR = Path(__file__).resolve().parent / "data" / "presets"
@@ -198,17 +199,17 @@ def normalise(data: Any, source: str = "state") -> dict:
 def _style_for(npu_smi: str) -> str:
     """24.1 and older / 25.x / 26.x (the 116-column table of 26.x drivers)."""
     try:
-        major = int(npu_smi.split(".")[0])
+        major = version_key(npu_smi)[0][0]
     except ValueError:
         return "25.x"
     return "24.1" if major < 25 else "25.x" if major == 25 else "26.x"
 
 
 def _cann_at_least_85(version: str) -> bool:
-    parts = version.replace("RC", ".").split(".")
+    """CANN 8.5 or newer (any phase: 8.5.0.alpha001 counts), by its release numbers."""
     try:
-        return (int(parts[0]), int(parts[1])) >= (8, 5)
-    except (ValueError, IndexError):
+        return version_key(version)[0][:2] >= (8, 5)
+    except ValueError:
         return False
 
 
