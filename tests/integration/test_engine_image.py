@@ -1,7 +1,7 @@
 """The real-engine image variant (docker/vllm-engine): build inputs, and the built image.
 
-The first group needs no Docker engine. The image tests run when ``ascend-sim/vllm-engine``
-is built (``docker/build-images.sh --only engine``; molecule/engine builds it).
+The first group needs no Docker engine. The image tests use the built ``ascend-sim/vllm-engine``
+(the ``engine_image`` fixture builds it when absent; in CI molecule/engine has built it).
 """
 
 from __future__ import annotations
@@ -48,15 +48,9 @@ def test_missing_torch_wheel_names_the_fix(tmp_path, monkeypatch):
     assert err.value.exit_code == 2
 
 
-def _built() -> bool:
-    probe = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, check=False)
-    return probe.returncode == 0
-
-
 @pytest.mark.docker
-def test_built_image_has_real_torch_vllm_and_the_emulated_ascend_layer():
-    if not _built():
-        pytest.skip(f"{IMAGE} not built (docker/build-images.sh --only engine)")
+def test_built_image_has_real_torch_vllm_and_the_emulated_ascend_layer(engine_image):
+    assert engine_image == IMAGE
     script = (
         "import json, torch, torch_npu, vllm, vllm_ascend;"
         "print(json.dumps([torch.__version__, vllm.__version__, vllm_ascend.__version__,"

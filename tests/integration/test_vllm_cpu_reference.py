@@ -12,8 +12,8 @@ release, the nearest one that runs on a CPU torch); one container of it runs
   the CPU reference; the copy with one halved weight tensor fails it (TP 1);
 * TP 2 on the CPU engine: it serves, and each rank's KV capacity is the planner's per-NPU one.
 
-The image is built when absent (``python -m ascend_sim.images build --only engine``, as
-molecule/engine does; CI has built it by then): a missing image or Docker engine fails the
+The image is built when absent (the ``engine_image`` fixture of tests/integration/conftest.py,
+as molecule/engine does; CI has built it by then): no Docker engine or a failed build fails the
 test, it never skips. ``VLLM_CPU_PYTHON=/path/to/venv/bin/python`` runs the same checks with
 a vllm-cpu venv instead (for example 0.32.0, whose CPU backend serves MLA).
 """
@@ -21,7 +21,6 @@ a vllm-cpu venv instead (for example 0.32.0, whose CPU backend serves MLA).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,34 +35,14 @@ import vllm_cpu_reference  # noqa: E402
 from ascend_sim import images  # noqa: E402
 
 PYTHON = os.environ.get("VLLM_CPU_PYTHON") or None
-IMAGE = images.engine_specs(["v0.23.0"])[0].primary
 MLA_REFUSAL = "MLA is not supported on CPU"  # vLLM's CPU platform before MLA support
-
-docker_run = [pytest.mark.docker, pytest.mark.slow]
-
-
-def _ensure_engine_image() -> None:
-    probe = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
-    if probe.returncode:
-        pytest.fail(f"no Docker engine answers ({probe.stderr.strip()[-300:]}): run make setup")
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode:
-        build = subprocess.run(
-            [sys.executable, "-m", "ascend_sim.images", "build", "--only", "engine"],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert build.returncode == 0, f"building {IMAGE} failed:\n{build.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")
-def reference() -> dict:
+def reference(request) -> dict:
     """One run of tools/vllm_cpu_reference.py against the real engine (KV and precision)."""
-    if PYTHON is None:
-        _ensure_engine_image()
-    result, _output = vllm_cpu_reference.run(IMAGE, PYTHON)
+    image = None if PYTHON else request.getfixturevalue("engine_image")
+    result, _output = vllm_cpu_reference.run(image, PYTHON)
     print(vllm_cpu_reference.summary(result))
     return result
 
@@ -118,9 +97,10 @@ def test_tp2_serves_with_the_planners_per_npu_kv_capacity(reference):
 
 
 def test_container_runs_the_working_tree_without_the_emulated_torch_npu():
-    assert kv_vs_vllm.ENGINE_IMAGE == IMAGE  # the tools' default is the built engine image
-    argv = kv_vs_vllm.container_argv(IMAGE, REPO, {"/tmp/x": "/work:ro"})
-    assert argv[-2:] == [IMAGE, "python3"]
+    image = images.engine_specs(["v0.23.0"])[0].primary
+    assert image == kv_vs_vllm.ENGINE_IMAGE  # the tools' default is the built engine image
+    argv = kv_vs_vllm.container_argv(image, REPO, {"/tmp/x": "/work:ro"})
+    assert argv[-2:] == [image, "python3"]
     assert f"{REPO}:/repo:ro" in argv and "/tmp/x:/work:ro" in argv
     env = {
         argv[i + 1].split("=")[0]: argv[i + 1].split("=", 1)[1]
