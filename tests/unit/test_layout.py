@@ -64,3 +64,9 @@ def test_test_module_basenames_are_unique():
     names = Counter(p.name for p in (REPO / "tests").rglob("test_*.py"))
     assert not [n for n, c in names.items() if c > 1]
     assert not list((REPO / "tests").rglob("__init__.py"))
+
+
+def test_one_conftest():
+    """A second conftest.py would shadow tests/conftest.py for ``from conftest import ...``."""
+    found = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("conftest.py"))
+    assert found == ["tests/conftest.py"], "put shared fixtures in tests/conftest.py"
