@@ -6,10 +6,12 @@ Runs in a vLLM CPU interpreter, by default inside a container of the engine imag
 1. converts ``tests/data/tiny-qwen3-fp8`` to BF16 with the bundle's converter (on the calling
    side: it needs the ``convert`` extra, numpy and ml_dtypes), then in vLLM's interpreter makes
    a copy with one weight tensor halved;
-2. serves the converted copy with vLLM's OpenAI server at ``--tensor-parallel-size 2`` (argv
-   and environment through the engine image's ``launch.translate``: one OpenMP CPU group per
-   rank, torch.compile off), checks it with ``verification.precision.compare_logprobs`` against the
-   CPU reference, and reads the KV tokens it reports beside the planner's per-NPU figure;
+2. serves the converted copy at ``--tensor-parallel-size 2`` with the engine image's own
+   ``vllm serve`` (emulated Ascend start-up on two emulated NPUs of a sandbox root, then
+   ``launch.translate``: one OpenMP CPU group per rank, torch.compile off; then vLLM's OpenAI
+   server; outside the image ``translate`` and the server only), checks it with
+   ``verification.precision.compare_logprobs`` against the CPU reference, and reads the KV
+   tokens it reports beside the planner's per-NPU figure;
 3. serves the perturbed copy at TP 1 and checks it against the same reference.
 
     .venv/bin/python tools/vllm_cpu_reference.py [--image IMAGE | --python PY] [--tp 2]
@@ -47,6 +49,8 @@ PERTURBED = "model.layers.1.mlp.down_proj.weight"
 SERVED_NAME = "qwen3-tiny"
 RESULT_PREFIX = "VLLM_CPU_REFERENCE_JSON "
 KV_GIB = 1
+IMAGE_ROW = "/opt/ascend-sim/row.json"  # the engine image's emulated Ascend layer
+ASCEND_PASSED = "ascend-sim engine: emulated Ascend start-up passed"
 
 
 def _free_port() -> int:
@@ -56,24 +60,37 @@ def _free_port() -> int:
 
 
 class Server:
-    """vLLM's OpenAI server on one model directory (BF16, eager), started at once."""
+    """vLLM's OpenAI server on one model directory (BF16, eager), started at once.
 
-    def __init__(self, model_dir: str, log: Path, tp: int = 1) -> None:
+    With ``sandbox`` (an emulator sandbox root; only in the engine image) the image's own
+    ``vllm serve`` runs: the emulated Ascend start-up on ``tp`` emulated NPUs, then
+    ``launch.translate`` and the real engine. Without, ``translate`` and the engine only.
+    """
+
+    def __init__(self, model_dir: str, log: Path, tp: int = 1, sandbox: str | None = None) -> None:
+        from ascend_sim.vllm_engine.launch import SHIM_SITE, engine_command, translate
+
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.tp = tp
         self.started = time.monotonic()
-        from ascend_sim.vllm_engine.launch import engine_command, translate
-
-        # `vllm serve` of a planned replica, translated as the engine image's launcher does
-        # (CPU KV size, torch.compile off, one OpenMP CPU group per TP rank).
         serve = [model_dir, "--served-model-name", SERVED_NAME, "--dtype", "bfloat16",
                  "--enforce-eager", "--max-model-len", "2048", "--host", "127.0.0.1",
                  "--port", str(self.port), "--tensor-parallel-size", str(tp)]  # fmt: skip
-        engine_argv, env = translate(serve, {**os.environ, "HF_HUB_OFFLINE": "1"})
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(KV_GIB)
-        argv = engine_command(sys.executable, engine_argv)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB)}
+        if sandbox:
+            self.via = "vllm serve"
+            env.update(
+                ASCEND_SIM_ROOT=sandbox,
+                ASCEND_RT_VISIBLE_DEVICES=",".join(map(str, range(tp))),
+                PYTHONPATH=os.pathsep.join([SHIM_SITE, env.get("PYTHONPATH", "")]),
+            )
+            argv = ["vllm", "serve", *serve]
+        else:
+            self.via = "launch.translate"
+            engine_argv, env = translate(serve, env)
+            argv = engine_command(sys.executable, engine_argv)
         with open(log, "w", encoding="utf-8") as out:
             self.proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -169,7 +186,15 @@ def check(ref: str, root: Path, tp: int = 2, kv_shapes: list[str] | None = None)
 
     bad = perturbed_copy(ref, root)
     runs = {"served": (ref, tp), "perturbed_copy": (bad, 1)}
-    servers = {key: Server(d, root / f"{key}.log", n) for key, (d, n) in runs.items()}
+    sandbox = None
+    if os.path.exists(IMAGE_ROW) and shutil.which("vllm"):  # the engine image
+        from ascend_sim.vllm_emulator.sandbox import make_root
+
+        sandbox = make_root(str(root / "ascend-sandbox"))
+    servers = {
+        "served": Server(ref, root / "served.log", tp, sandbox),
+        "perturbed_copy": Server(bad, root / "perturbed_copy.log", 1),
+    }
     try:
         kv_started = time.monotonic()
         kv = kv_vs_vllm.measure(kv_shapes, KV_GIB) if kv_shapes else {}
@@ -183,6 +208,8 @@ def check(ref: str, root: Path, tp: int = 2, kv_shapes: list[str] | None = None)
             server.stop()
             out[key] = {
                 "tp": server.tp,
+                "via": server.via,
+                "ascend_startup": ASCEND_PASSED in server.log.read_text(errors="replace"),
                 "healthy_seconds": round(healthy, 1),
                 "vllm_kv_tokens": server.kv_tokens(),
                 **planner_tokens(runs[key][0], server.tp),
@@ -261,7 +288,7 @@ def summary(result: dict) -> str:
         r = result[key]
         v = r["verdict"]
         lines.append(
-            f"{key:<15} TP {r['tp']}: top-5 logprob diff {v['max_abs_diff']:.4f} "
+            f"{key:<15} TP {r['tp']} ({r['via']}): top-5 logprob diff {v['max_abs_diff']:.4f} "
             f"(tolerance {v['lp_tolerance']:.4f}), KL {v['max_kl']:.1e} "
             f"(tolerance {v['kl_tolerance']:.1e}), top-1 {v['top1_agree']}/{v['prompts']}: "
             f"{'pass' if v['ok'] else 'FAIL'}; KV tokens vLLM {r['vllm_kv_tokens']:,} "

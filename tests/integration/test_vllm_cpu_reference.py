@@ -10,7 +10,9 @@ release, the nearest one that runs on a CPU torch); one container of it runs
   docs/kv-vs-vllm.md keeps the figures);
 * §5: real vLLM serving the converted tiny model at TP 2 passes the top-5/KL check against
   the CPU reference; the copy with one halved weight tensor fails it (TP 1);
-* TP 2 on the CPU engine: it serves, and each rank's KV capacity is the planner's per-NPU one.
+* TP 2 on the CPU engine, started by the image's own ``vllm serve`` (emulated Ascend start-up
+  on two emulated NPUs, then the launcher's translation): it serves, and each rank's KV
+  capacity is the planner's per-NPU one.
 
 The image is built when absent (the ``engine_image`` fixture of tests/conftest.py,
 as molecule/engine does; CI has built it by then): no Docker engine or a failed build fails the
@@ -89,6 +91,8 @@ def test_precision_check_against_real_vllm(reference):
 def test_tp2_serves_with_the_planners_per_npu_kv_capacity(reference):
     served, single = reference["served"], reference["perturbed_copy"]
     assert (served["tp"], single["tp"]) == (2, 1)
+    if PYTHON is None:  # in the engine image: its own `vllm serve`, emulated start-up first
+        assert served["via"] == "vllm serve" and served["ascend_startup"], served
     for run in (served, single):
         assert run["vllm_kv_tokens"], run
         assert abs(run["planner_tokens"] / run["vllm_kv_tokens"] - 1) <= kv_vs_vllm.TOLERANCE
