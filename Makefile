@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The simulator (ascend_sim) is not installed (not in the wheel): it runs from src/.
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup venv lint unit images test demo demo-down bench clean
+.PHONY: setup venv lint unit images test demo demo-down bench clean collection
 
 # The machine's set-up, first step of demo, test, images, bench and molecule-*: as root it
 # installs what is missing (apt: python3-venv, docker.io, debootstrap) and starts dockerd when no
@@ -64,3 +64,8 @@ bench: setup venv images
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .cache
+
+# The Ansible collection ascend_vllm.serving as a tarball in dist/ (install it with
+# `ansible-galaxy collection install dist/ascend_vllm-serving-*.tar.gz`).
+collection: venv
+	$(BIN)/python tools/build_collection.py --output-path dist

@@ -1,4 +1,4 @@
-"""Every module in library/ has documentation that ``ansible-doc`` reads (DOCUMENTATION,
+"""Every module in plugins/modules/ has documentation that ``ansible-doc`` reads (DOCUMENTATION,
 EXAMPLES and RETURN are YAML), run as an operator would: the venv's ansible-doc with the
 repository's ansible.cfg (library/, module_utils = src) and ``-M library``.
 """
@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 
 ANSIBLE_DOC = REPO / ".venv" / "bin" / "ansible-doc"
-MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py"))
+MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
 
 pytestmark = pytest.mark.skipif(not ANSIBLE_DOC.exists(), reason="needs the venv's ansible-doc")
 
@@ -44,7 +44,7 @@ def test_library_has_modules():
 
 def test_ansible_doc_renders_every_module(tmp_path):
     """The text an operator reads: one call for every module, no error."""
-    done = ansible_doc(tmp_path, REPO / "ansible.cfg", REPO / "library", *MODULES)
+    done = ansible_doc(tmp_path, REPO / "ansible.cfg", REPO / "plugins" / "modules", *MODULES)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[ERROR]" not in done.stderr and "[WARNING]" not in done.stderr, done.stderr[-3000:]
     for name in MODULES:
@@ -52,7 +52,9 @@ def test_ansible_doc_renders_every_module(tmp_path):
 
 
 def test_every_documentation_is_well_formed_yaml(tmp_path):
-    done = ansible_doc(tmp_path, REPO / "ansible.cfg", REPO / "library", "--json", *MODULES)
+    done = ansible_doc(
+        tmp_path, REPO / "ansible.cfg", REPO / "plugins" / "modules", "--json", *MODULES
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     docs = json.loads(done.stdout)
     assert sorted(docs) == MODULES
@@ -74,7 +76,7 @@ def test_ansible_doc_fails_on_a_sentence_that_yaml_reads_as_a_mapping(tmp_path):
     """The checks above can fail: the unquoted line that broke ascend_report's documentation."""
     lib = tmp_path / "library"
     lib.mkdir()
-    text = (REPO / "library" / "ascend_report.py").read_text()
+    text = (REPO / "plugins" / "modules" / "ascend_report.py").read_text()
     broken = text.replace(
         '  - "Runs on the controller (C(delegate_to: localhost), C(run_once)). Read-only."',
         "  - Runs on the controller (C(delegate_to: localhost), C(run_once)). Read-only.",
@@ -101,10 +103,12 @@ def argument_spec(path) -> dict:
 
 def test_documented_options_are_the_argument_spec(tmp_path):
     """Names, types, defaults, required, choices and list element types agree."""
-    done = ansible_doc(tmp_path, REPO / "ansible.cfg", REPO / "library", "--json", *MODULES)
+    done = ansible_doc(
+        tmp_path, REPO / "ansible.cfg", REPO / "plugins" / "modules", "--json", *MODULES
+    )
     docs = json.loads(done.stdout)
     for name in MODULES:
-        spec = argument_spec(REPO / "library" / f"{name}.py")
+        spec = argument_spec(REPO / "plugins" / "modules" / f"{name}.py")
         options = docs[name]["doc"].get("options") or {}
         assert sorted(options) == sorted(spec), name
         for option, want in spec.items():

@@ -114,7 +114,7 @@ def test_report_renders_one_row_per_host_and_writes_json(tmp_path):
         [
             {
                 "id": "table",
-                "ascend_report": {
+                "ascend_vllm.serving.ascend_report": {
                     "rows": rows,
                     "columns": ["host", "cards", "problems"],
                     "title": "Fleet",
@@ -138,10 +138,16 @@ def test_report_writes_documents_in_one_call_and_refuses_a_path_as_name(tmp_path
         [
             {
                 "id": "docs",
-                "ascend_report": {"dir": str(out), "documents": {"plan": plan, "status": {"a": 1}}},
+                "ascend_vllm.serving.ascend_report": {
+                    "dir": str(out),
+                    "documents": {"plan": plan, "status": {"a": 1}},
+                },
             },
-            {"id": "bad", "ascend_report": {"dir": str(out), "documents": {"../x": {}}}},
-            {"id": "neither", "ascend_report": {"title": "x"}},
+            {
+                "id": "bad",
+                "ascend_vllm.serving.ascend_report": {"dir": str(out), "documents": {"../x": {}}},
+            },
+            {"id": "neither", "ascend_vllm.serving.ascend_report": {"title": "x"}},
         ],
     )
     assert res["docs"]["changed"] is False
@@ -159,16 +165,22 @@ def test_manifest_verifies_caches_and_names_bad_files(tmp_path, tiny_fp8):
     model = tmp_path / "m"
     subprocess.run(["cp", "-r", str(tiny_fp8), str(model)], check=True)
     write_manifest(model)
-    first = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    first = run(
+        tmp_path, [{"id": "v", "ascend_vllm.serving.ascend_manifest": {"path": str(model)}}]
+    )["v"]
     assert not first.get("failed"), first
     assert first["hashed"] == first["files"] >= 4
-    second = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    second = run(
+        tmp_path, [{"id": "v", "ascend_vllm.serving.ascend_manifest": {"path": str(model)}}]
+    )["v"]
     assert second["hashed"] == 0 and second["changed"] is False
     shard = model / "model-00001-of-00001.safetensors"
     data = bytearray(shard.read_bytes())
     data[-1] ^= 0xFF
     shard.write_bytes(bytes(data))
-    bad = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    bad = run(tmp_path, [{"id": "v", "ascend_vllm.serving.ascend_manifest": {"path": str(model)}}])[
+        "v"
+    ]
     assert bad["failed"] and "model-00001-of-00001.safetensors: sha256" in bad["msg"]
     assert "Fix:" in bad["msg"]
 
@@ -186,14 +198,18 @@ def test_manifest_rejects_bad_manifests_with_one_line(tmp_path, content, expect)
     model = tmp_path / "m"
     model.mkdir()
     (model / "SHA256SUMS").write_bytes(content)
-    res = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    res = run(tmp_path, [{"id": "v", "ascend_vllm.serving.ascend_manifest": {"path": str(model)}}])[
+        "v"
+    ]
     assert res["failed"] and expect in res["msg"] and "\n" not in res["msg"]
 
 
 def test_manifest_missing_names_the_command_to_create_it(tmp_path):
     model = tmp_path / "m"
     model.mkdir()
-    res = run(tmp_path, [{"id": "v", "ascend_manifest": {"path": str(model)}}])["v"]
+    res = run(tmp_path, [{"id": "v", "ascend_vllm.serving.ascend_manifest": {"path": str(model)}}])[
+        "v"
+    ]
     assert res["failed"] and "sha256sum" in res["msg"] and str(model) in res["msg"]
 
 
@@ -206,15 +222,23 @@ def test_compat_picks_newest_release_the_driver_runs_and_refuses_a_pinned_one(tm
         [
             {
                 "id": "new",
-                "ascend_compat": {"hardware": "a2", "driver": "25.5.0", "matrix": MATRIX},
+                "ascend_vllm.serving.ascend_compat": {
+                    "hardware": "a2",
+                    "driver": "25.5.0",
+                    "matrix": MATRIX,
+                },
             },
             {
                 "id": "old",
-                "ascend_compat": {"hardware": "a2", "driver": "24.1.rc2", "matrix": MATRIX},
+                "ascend_vllm.serving.ascend_compat": {
+                    "hardware": "a2",
+                    "driver": "24.1.rc2",
+                    "matrix": MATRIX,
+                },
             },
             {
                 "id": "pinned",
-                "ascend_compat": {
+                "ascend_vllm.serving.ascend_compat": {
                     "hardware": "a2",
                     "driver": "24.1.rc2",
                     "vllm_ascend": "v0.23.0",
@@ -223,7 +247,11 @@ def test_compat_picks_newest_release_the_driver_runs_and_refuses_a_pinned_one(tm
             },
             {
                 "id": "unknown",
-                "ascend_compat": {"hardware": "a2", "vllm_ascend": "v9.9.9", "matrix": MATRIX},
+                "ascend_vllm.serving.ascend_compat": {
+                    "hardware": "a2",
+                    "vllm_ascend": "v9.9.9",
+                    "matrix": MATRIX,
+                },
             },
         ],
     )
@@ -261,11 +289,17 @@ def test_compat_and_preflight_use_the_matrix_and_rules_they_are_given(tmp_path, 
     res = run(
         tmp_path,
         [
-            {"id": "compat", "ascend_compat": {"cann": "8.2.RC1", "matrix": matrix}},
-            {"id": "shipped", "ascend_compat": {"cann": "8.2.RC1", "matrix": MATRIX}},
+            {
+                "id": "compat",
+                "ascend_vllm.serving.ascend_compat": {"cann": "8.2.RC1", "matrix": matrix},
+            },
+            {
+                "id": "shipped",
+                "ascend_vllm.serving.ascend_compat": {"cann": "8.2.RC1", "matrix": MATRIX},
+            },
             {
                 "id": "pre",
-                "ascend_preflight": {
+                "ascend_vllm.serving.ascend_preflight": {
                     "root": str(root),
                     "npu_info": info,
                     "model_dir": str(big_fp8),
@@ -275,7 +309,11 @@ def test_compat_and_preflight_use_the_matrix_and_rules_they_are_given(tmp_path, 
             },
             {
                 "id": "plan",
-                "ascend_plan": {"model_dir": str(big_fp8), "hbm_total_mb": 65536, "rules": rules},
+                "ascend_vllm.serving.ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "hbm_total_mb": 65536,
+                    "rules": rules,
+                },
             },
         ],
     )
@@ -304,7 +342,7 @@ def test_plan_fp8_4b_on_eight_64g_cards_one_replica_per_card(tmp_path, big_fp8):
         [
             {
                 "id": "p",
-                "ascend_plan": {
+                "ascend_vllm.serving.ascend_plan": {
                     "model_dir": str(big_fp8),
                     "hbm_total_mb": 65536,
                     "hbm_used_mb": 3300,
@@ -316,7 +354,7 @@ def test_plan_fp8_4b_on_eight_64g_cards_one_replica_per_card(tmp_path, big_fp8):
             },
             {
                 "id": "tp3",
-                "ascend_plan": {
+                "ascend_vllm.serving.ascend_plan": {
                     "model_dir": str(big_fp8),
                     "hbm_total_mb": 65536,
                     "npus": 8,
@@ -326,7 +364,7 @@ def test_plan_fp8_4b_on_eight_64g_cards_one_replica_per_card(tmp_path, big_fp8):
             },
             {
                 "id": "quant",
-                "ascend_plan": {
+                "ascend_vllm.serving.ascend_plan": {
                     "model_dir": str(big_fp8),
                     "hbm_total_mb": 65536,
                     "quantization": "ascend",
@@ -353,7 +391,7 @@ def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
         [
             {
                 "id": "p",
-                "ascend_plan": {
+                "ascend_vllm.serving.ascend_plan": {
                     "model_dir": str(big_fp8),
                     "hbm_total_mb": 65536,
                     "npu_ids": [2, 5],
@@ -365,7 +403,7 @@ def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
             },
             {
                 "id": "both",
-                "ascend_plan": {
+                "ascend_vllm.serving.ascend_plan": {
                     "model_dir": str(big_fp8),
                     "hbm_total_mb": 65536,
                     "npus": 2,
@@ -405,25 +443,39 @@ def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
 def test_convert_check_mode_then_convert_then_up_to_date(tmp_path, tiny_fp8):
     dst = tmp_path / "tiny-bf16"
     args = {"src": str(tiny_fp8), "dst": str(dst)}
-    checked = run(tmp_path, [{"id": "c", "ascend_convert": args}], check=True)["c"]
+    checked = run(tmp_path, [{"id": "c", "ascend_vllm.serving.ascend_convert": args}], check=True)[
+        "c"
+    ]
     assert checked["changed"] is True and checked["status"] == "needed"
     assert not dst.exists()
-    first = run(tmp_path, [{"id": "c", "ascend_convert": args}])["c"]
+    first = run(tmp_path, [{"id": "c", "ascend_vllm.serving.ascend_convert": args}])["c"]
     assert first["changed"] is True and first["status"] == "converted", first
     assert json.loads((dst / "config.json").read_text()).get("quantization_config") is None
-    again = run(tmp_path, [{"id": "c", "ascend_convert": args}])["c"]
+    again = run(tmp_path, [{"id": "c", "ascend_vllm.serving.ascend_convert": args}])["c"]
     assert again["changed"] is False and again["status"] == "up-to-date"
 
 
 def test_convert_status_of_a_bf16_model_is_not_needed(tmp_path, tiny_fp8):
     dst = tmp_path / "bf16"
-    run(tmp_path, [{"id": "c", "ascend_convert": {"src": str(tiny_fp8), "dst": str(dst)}}])
+    run(
+        tmp_path,
+        [
+            {
+                "id": "c",
+                "ascend_vllm.serving.ascend_convert": {"src": str(tiny_fp8), "dst": str(dst)},
+            }
+        ],
+    )
     res = run(
         tmp_path,
         [
             {
                 "id": "c",
-                "ascend_convert": {"src": str(dst), "dst": str(dst) + "2", "status_only": True},
+                "ascend_vllm.serving.ascend_convert": {
+                    "src": str(dst),
+                    "dst": str(dst) + "2",
+                    "status_only": True,
+                },
             }
         ],
     )["c"]
@@ -435,7 +487,13 @@ def test_convert_garbage_config_is_one_line_naming_the_file(tmp_path):
     src.mkdir()
     (src / "config.json").write_bytes(b"\x00\xff garbage")
     res = run(
-        tmp_path, [{"id": "c", "ascend_convert": {"src": str(src), "dst": str(tmp_path / "o")}}]
+        tmp_path,
+        [
+            {
+                "id": "c",
+                "ascend_vllm.serving.ascend_convert": {"src": str(src), "dst": str(tmp_path / "o")},
+            }
+        ],
     )["c"]
     assert res["failed"] and "config.json" in res["msg"] and "\n" not in res["msg"]
 
@@ -467,11 +525,18 @@ def test_procs_names_in_command_lines_never_make_a_process_ours(tmp_path):
         res = run(
             tmp_path,
             [
-                {"id": "report", "ascend_procs": args},
-                {"id": "stop", "ascend_procs": {**args, "state": "absent", "grace_s": 5}},
+                {"id": "report", "ascend_vllm.serving.ascend_procs": args},
+                {
+                    "id": "stop",
+                    "ascend_vllm.serving.ascend_procs": {**args, "state": "absent", "grace_s": 5},
+                },
                 {
                     "id": "opt_in",
-                    "ascend_procs": {**args, "state": "absent", "kill_foreign": True},
+                    "ascend_vllm.serving.ascend_procs": {
+                        **args,
+                        "state": "absent",
+                        "kill_foreign": True,
+                    },
                     "check_mode": True,
                 },
             ],
@@ -512,10 +577,10 @@ def test_procs_npu_holders_count_only_on_our_npus_and_kill_foreign_frees_memory(
         res = run(
             tmp_path,
             [
-                {"id": "list", "ascend_procs": args},
+                {"id": "list", "ascend_vllm.serving.ascend_procs": args},
                 {
                     "id": "opt_in",
-                    "ascend_procs": {**args, "kill_foreign": True},
+                    "ascend_vllm.serving.ascend_procs": {**args, "kill_foreign": True},
                     "check_mode": True,
                 },
             ],
@@ -555,11 +620,14 @@ def test_health_ready_replica_and_unreachable_one(tmp_path):
             [
                 {
                     "id": "ok",
-                    "vllm_health": {"replicas": [{"name": "r0", "port": port}], "docker": ""},
+                    "ascend_vllm.serving.vllm_health": {
+                        "replicas": [{"name": "r0", "port": port}],
+                        "docker": "",
+                    },
                 },
                 {
                     "id": "down",
-                    "vllm_health": {
+                    "ascend_vllm.serving.vllm_health": {
                         "replicas": [
                             {"name": "r0", "port": port},
                             {"name": "r1", "port": free_port()},
@@ -616,8 +684,12 @@ def test_deployed_record_then_check_names_each_drift(tmp_path):
         capture_output=True,
     )
     common = {"state_dir": str(state), "service": service}
-    check = {"ascend_deployed": {**common, "state": "check", "desired": "a" * 64}}
-    other = {"ascend_deployed": {**common, "state": "check", "desired": "b" * 64}}
+    check = {
+        "ascend_vllm.serving.ascend_deployed": {**common, "state": "check", "desired": "a" * 64}
+    }
+    other = {
+        "ascend_vllm.serving.ascend_deployed": {**common, "state": "check", "desired": "b" * 64}
+    }
     try:
         res = run(
             tmp_path,
@@ -625,7 +697,7 @@ def test_deployed_record_then_check_names_each_drift(tmp_path):
                 {"id": "before", **check},
                 {
                     "id": "rec",
-                    "ascend_deployed": {
+                    "ascend_vllm.serving.ascend_deployed": {
                         **common,
                         "state": "present",
                         "desired": "a" * 64,
@@ -681,7 +753,7 @@ def test_deployed_health_is_asked_only_when_everything_else_matches(tmp_path):
         [
             {
                 "id": "rec",
-                "ascend_deployed": {
+                "ascend_vllm.serving.ascend_deployed": {
                     "state": "present",
                     "state_dir": str(state),
                     "service": f"none{os.getpid()}",
@@ -691,14 +763,20 @@ def test_deployed_health_is_asked_only_when_everything_else_matches(tmp_path):
             },
             {
                 "id": "c",
-                "ascend_deployed": {
+                "ascend_vllm.serving.ascend_deployed": {
                     "state": "check",
                     "state_dir": str(state),
                     "service": f"none{os.getpid()}",
                     "desired": "a" * 64,
                 },
             },
-            {"id": "bad", "ascend_deployed": {"state": "present", "state_dir": str(state)}},
+            {
+                "id": "bad",
+                "ascend_vllm.serving.ascend_deployed": {
+                    "state": "present",
+                    "state_dir": str(state),
+                },
+            },
         ],
     )
     assert res["c"]["converged"] is False
@@ -738,10 +816,19 @@ def test_deployed_check_reports_restarts_of_a_crashing_replica(tmp_path):
         return int(out[0]) if out[1] == "true" else -1
 
     try:
-        rec = {"ascend_deployed": {**common, "state": "present", "ports": [port]}}
+        rec = {
+            "ascend_vllm.serving.ascend_deployed": {**common, "state": "present", "ports": [port]}
+        }
         checks = [
-            {"id": "t0", "ascend_deployed": {**common, "state": "check"}},
-            {"id": "t1", "ascend_deployed": {**common, "state": "check", "restart_threshold": 2}},
+            {"id": "t0", "ascend_vllm.serving.ascend_deployed": {**common, "state": "check"}},
+            {
+                "id": "t1",
+                "ascend_vllm.serving.ascend_deployed": {
+                    **common,
+                    "state": "check",
+                    "restart_threshold": 2,
+                },
+            },
         ]
         before = run(tmp_path, [{"id": "rec", **rec}, checks[0]])
         for _ in range(2):  # two crashes, each restarted by the policy
@@ -781,10 +868,10 @@ def test_versions_and_preflight_on_a_fake_host_tree(tmp_path):
     res = run(
         tmp_path,
         [
-            {"id": "versions", "ascend_versions": {"root": str(root)}},
+            {"id": "versions", "ascend_vllm.serving.ascend_versions": {"root": str(root)}},
             {
                 "id": "pre",
-                "ascend_preflight": {
+                "ascend_vllm.serving.ascend_preflight": {
                     "root": str(root),
                     "npu_info": info,
                     "port": free_port(),

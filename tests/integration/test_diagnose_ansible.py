@@ -80,7 +80,7 @@ def test_health_wait_classifies_failed_replicas_with_the_diagnosis_rules(tmp_pat
         [
             {
                 "id": "two",
-                "vllm_health": {
+                "ascend_vllm.serving.vllm_health": {
                     "replicas": [
                         {"name": "oom-0", "port": free_port()},
                         {"name": "graph-0", "port": free_port()},
@@ -93,7 +93,7 @@ def test_health_wait_classifies_failed_replicas_with_the_diagnosis_rules(tmp_pat
             },
             {
                 "id": "oom",
-                "vllm_health": {
+                "ascend_vllm.serving.vllm_health": {
                     "replicas": [{"name": "oom-0", "port": free_port()}],
                     "docker": str(docker),
                     "timeout": 5,
@@ -131,8 +131,17 @@ def test_ascend_diagnose_reads_gzip_and_names_unreadable_files(tmp_path):
     res = run(
         tmp_path,
         [
-            {"id": "two", "ascend_diagnose": {"paths": [str(packed), str(binary)], "rules": RULES}},
-            {"id": "guess", "ascend_diagnose": {"paths": [str(guess)], "rules": RULES}},
+            {
+                "id": "two",
+                "ascend_vllm.serving.ascend_diagnose": {
+                    "paths": [str(packed), str(binary)],
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "guess",
+                "ascend_vllm.serving.ascend_diagnose": {"paths": [str(guess)], "rules": RULES},
+            },
         ],
     )
     two = res["two"]

@@ -89,7 +89,7 @@ def bundle_digest() -> str:
     sys.path.insert(0, str(REPO / "src"))
     from ascend_deploy.host.deployed_state import tree_digest
 
-    parts = ["deploy.yml", "playbooks/tasks", "roles", "library", "src/ascend_deploy"]
+    parts = ["playbooks", "roles", "plugins/modules", "plugins/module_utils/ascend_deploy"]
     return tree_digest(str(REPO), parts)
 
 

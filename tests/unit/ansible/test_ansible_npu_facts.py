@@ -40,7 +40,7 @@ def playbook(tmp_path: Path, module_args: dict, check: bool = False) -> tuple[in
             "tasks": [
                 {
                     "name": "Gather NPU facts",
-                    "npu_facts": module_args,
+                    "ascend_vllm.serving.npu_facts": module_args,
                     "register": "npu",
                     "ignore_errors": True,
                 },

@@ -1,9 +1,10 @@
 """The library code Ansible ships to a target with the modules is standard-library only
 (apart from optional extras imported inside the function that needs them).
 
-Static: from every ``ansible.module_utils.ascend_deploy...`` import of library/*.py, follow the
-imports (function-level ones too, and the packages' ``__init__`` files) through src/ascend_deploy
-with ``ast``; every other import must name a module of the Python standard library.
+Static: from every ``...module_utils.ascend_deploy...`` import of plugins/modules/*.py, follow
+the imports (function-level ones too, and the packages' ``__init__`` files) through
+src/ascend_deploy with ``ast``; every other import must name a module of the Python standard
+library.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from conftest import REPO
 
 SRC = REPO / "src"
-PREFIX = "ansible.module_utils."
+PREFIX = "ansible_collections.ascend_vllm.serving.plugins.module_utils."
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 # Optional extras, imported inside the one function that needs them, which says what to install
 # (FP8 conversion: numpy, ml_dtypes; a verification suite not written as JSON: PyYAML) or skips
@@ -76,7 +77,7 @@ def imports(path: Path, module: str) -> tuple[set[str], set[str]]:
 
 def shipped(entry: Path) -> dict[str, set[str]]:
     """ascend_deploy module -> the non-ascend_deploy names it imports, for everything ``entry``
-    (a module in library/) loads."""
+    (a module in plugins/modules/) loads."""
     todo, _ = imports(entry, "library_module")
     seen: dict[str, set[str]] = {}
     while todo:
@@ -95,7 +96,7 @@ def shipped(entry: Path) -> dict[str, set[str]]:
 
 
 def test_every_module_ships_only_standard_library_code():
-    modules = sorted((REPO / "library").glob("*.py"))
+    modules = sorted((REPO / "plugins" / "modules").glob("*.py"))
     assert modules
     reached: set[str] = set()
     for entry in modules:
@@ -118,7 +119,7 @@ def test_every_module_ships_only_standard_library_code():
 def test_the_check_sees_a_third_party_import_in_a_shipped_function(tmp_path):
     module = tmp_path / "m.py"
     module.write_text(
-        "from ansible.module_utils.ascend_deploy.errors import InputError\n"
+        f"from {PREFIX}ascend_deploy.errors import InputError\n"
         "import numpy\n"
         "def f():\n"
         "    import requests, torch\n"

@@ -50,7 +50,7 @@ def test_verify_and_diagnose_modules(tmp_path):
             [
                 {
                     "name": "Verify",
-                    "ascend_verify": {
+                    "ascend_vllm.serving.ascend_verify": {
                         "url": emu.url,
                         "api_key": "k1",
                         "suite": suite,
@@ -63,7 +63,7 @@ def test_verify_and_diagnose_modules(tmp_path):
                 },
                 {
                     "name": "Diagnose",
-                    "ascend_diagnose": {
+                    "ascend_vllm.serving.ascend_diagnose": {
                         "paths": [
                             f"{rep}/verify.json",
                             f"{LOGS}/pitfall5_2_example.log",
@@ -104,7 +104,10 @@ def test_bad_rules_fail_the_task_with_one_line(tmp_path):
         [
             {
                 "name": "Diagnose",
-                "ascend_diagnose": {"paths": [f"{LOGS}/pitfall5_2_example.log"], "rules": bad},
+                "ascend_vllm.serving.ascend_diagnose": {
+                    "paths": [f"{LOGS}/pitfall5_2_example.log"],
+                    "rules": bad,
+                },
             }
         ],
     )

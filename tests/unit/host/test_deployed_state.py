@@ -17,7 +17,7 @@ from conftest import REPO
 from ascend_deploy.errors import InputError
 from ascend_deploy.host import deployed_state
 
-PARTS = ["deploy.yml", "playbooks/tasks", "roles", "library", "src/ascend_deploy"]
+PARTS = ["playbooks", "roles", "plugins/modules", "plugins/module_utils/ascend_deploy"]
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_bundle_digest_is_stable_and_sees_content_names_and_new_files(bundle):
     first = deployed_state.tree_digest(str(bundle), PARTS)
     assert first == deployed_state.tree_digest(str(bundle), PARTS)
     # Byte-compiled files are not the bundle.
-    cache = bundle / "library" / "__pycache__"
+    cache = bundle / "plugins" / "modules" / "__pycache__"
     cache.mkdir()
     (cache / "x.cpython-311.pyc").write_bytes(b"\0")
     assert deployed_state.tree_digest(str(bundle), PARTS) == first

@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: the fleet's Prometheus file_sd targets file (controller side)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -75,9 +74,13 @@ targets:
   type: int
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.reporting import file_sd
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.reporting import (
+    file_sd,
+)
 
 
 def main() -> None:

@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: find (and end) processes that hold the serving ports or NPU memory."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -107,9 +106,15 @@ stopped:
   type: list
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.host.service_holders import Scope, StopFailed, settle
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host.service_holders import (
+    Scope,
+    StopFailed,
+    settle,
+)
 
 
 def main() -> None:

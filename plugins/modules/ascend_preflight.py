@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: run every read-only host check of ascend_deploy.planning.preflight."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -69,9 +68,13 @@ checks:
   elements: dict
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.planning.preflight import run_preflight
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.preflight import (
+    run_preflight,
+)
 
 
 def main() -> None:

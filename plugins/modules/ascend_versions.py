@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: read driver, firmware, CANN and Python package versions of an Ascend host."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -35,9 +34,13 @@ ansible_facts:
   type: dict
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.host.versions import read_versions
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host.versions import (
+    read_versions,
+)
 
 
 def main() -> None:

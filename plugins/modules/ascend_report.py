@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: render per-host records as one fixed-width fleet table (controller side)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -67,12 +66,12 @@ written:
   elements: str
 """
 
-from ansible.module_utils.ascend_deploy.reporting.tables import (
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.reporting.tables import (
     fleet_table,
     write_documents,
     write_json,
 )
-from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:

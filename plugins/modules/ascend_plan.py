@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: plan vllm serve arguments from the model and the NPU memory."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -125,9 +124,13 @@ plan:
   type: dict
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.planning.plan import make_plan
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.plan import (
+    make_plan,
+)
 
 _DIRECT = (
     "hbm_total_mb",

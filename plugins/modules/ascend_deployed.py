@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: the record of the last verified deployment, and the check against it."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -109,9 +108,14 @@ digest:
   type: str
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError, InputError
-from ansible.module_utils.ascend_deploy.host import deployed_state
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+    InputError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host import (
+    deployed_state,
+)
 
 NEEDS = {
     "check": ("state_dir", "service", "desired"),

@@ -87,9 +87,14 @@ ansible_facts:
 """
 
 # Ansible modules import after their documentation blocks.
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError  # noqa: E402
-from ansible.module_utils.ascend_deploy.host.npu_smi import parse, run_npu_smi  # noqa: E402
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host.npu_smi import (
+    parse,
+    run_npu_smi,
+)
 
 
 def main() -> None:

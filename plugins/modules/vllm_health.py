@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: wait until vLLM replicas answer /health (verification.health_wait)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -106,14 +105,18 @@ seconds:
   type: float
 """
 
-from ansible.module_utils.ascend_deploy.diagnosis.rules import parse_rules
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.verification.health_wait import (
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.diagnosis.rules import (
+    parse_rules,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.verification.health_wait import (
     WaitSettings,
     replicas_from,
     wait,
 )
-from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:

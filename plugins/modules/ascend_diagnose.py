@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: name the root cause of a vLLM-Ascend failure from logs (thin wrapper)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -63,10 +62,17 @@ unreadable:
   type: list
 """
 
-from ansible.module_utils.ascend_deploy.diagnosis.report import diagnose_paths, write_result
-from ansible.module_utils.ascend_deploy.diagnosis.rules import parse_rules
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.diagnosis.report import (
+    diagnose_paths,
+    write_result,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.diagnosis.rules import (
+    parse_rules,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
 
 
 def main() -> None:

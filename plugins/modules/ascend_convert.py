@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: convert a block-FP8 checkpoint to BF16 (idempotent, check mode, diff)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -60,8 +59,10 @@ result:
   type: dict
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
 
 
 def main() -> None:
@@ -77,7 +78,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    from ansible.module_utils.ascend_deploy.fp8.convert import conversion_status
+    from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.fp8.convert import (
+        conversion_status,
+    )
 
     try:
         before = conversion_status(p["src"], p["dst"])
@@ -94,7 +97,9 @@ def main() -> None:
             diff=diff if module._diff and needed else None,
         )
     try:
-        from ansible.module_utils.ascend_deploy.fp8.convert import convert_checkpoint
+        from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.fp8.convert import (
+            convert_checkpoint,
+        )
 
         result = convert_checkpoint(
             p["src"], p["dst"], workers=p["workers"], verify=p["verify"], force=p["force"]

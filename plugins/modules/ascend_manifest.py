@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: verify a model directory against a SHA256SUMS manifest (model.checksums)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -59,14 +58,16 @@ entries:
   type: dict
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.model.checksums import (
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.model.checksums import (
     ChecksumMismatch,
     manifest_path,
     read_sums,
     verify_dir,
 )
-from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:

@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: resolve the vllm-ascend / torch_npu / CANN set that matches a host."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -96,9 +95,13 @@ error:
   type: str
 """
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.planning import compat
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning import (
+    compat,
+)
 
 
 def _resolve(p: dict) -> dict:

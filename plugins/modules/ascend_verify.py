@@ -1,7 +1,6 @@
 #!/usr/bin/python
 """Ansible module: run `ascend-deploy verify` checks against one vLLM endpoint (thin wrapper)."""
 
-# ruff: noqa: E402  (Ansible modules put DOCUMENTATION before the imports)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -90,13 +89,15 @@ report:
 import json
 import os
 
-from ansible.module_utils.ascend_deploy.errors import AscendDeployError
-from ansible.module_utils.ascend_deploy.verification.verifier import (
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
+    AscendDeployError,
+)
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.verification.verifier import (
     Options,
     render_markdown,
     run_verify,
 )
-from ansible.module_utils.basic import AnsibleModule
 
 
 def main() -> None:
