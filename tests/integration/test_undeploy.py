@@ -262,13 +262,22 @@ def test_deploy_undeploy_leave_foreign_processes_alone(host):
     assert any(w.startswith(f"ended foreign PID {batch_pid} ") for w in row["warnings"]), row
     assert containers()["vllm"] == "running" and answers(8010) and answers(8005)
 
-    # 4. undeploy: check mode changes nothing; then only our replicas and config go
+    # 4. undeploy: check mode changes nothing; then only our replicas and config go, and the
+    # host leaves the fleet's Prometheus targets (another host's target stays)
+    targets = tmp / "reports" / "prometheus" / "ascend-vllm.json"
+    groups = json.loads(targets.read_text())
+    assert {g["labels"]["host"] for g in groups} == {HOST}, groups
+    other = {"targets": ["10.0.0.9:8000"], "labels": {**groups[0]["labels"], "host": "other-host"}}
+    targets.write_text(json.dumps([*groups, other]))
     undeploy = str(REPO / "playbooks" / "undeploy.yml")
-    rc, out = playbook(inventory, tmp, "undeploy-check", undeploy, "--check")
+    reports = ("-e", f"ascend_report_dir={tmp / 'reports'}")
+    rc, out = playbook(inventory, tmp, "undeploy-check", undeploy, "--check", *reports)
     assert rc == 0, out[-4000:]
     assert containers()["vllm-0"] == "running"
-    rc, out = playbook(inventory, tmp, "undeploy", undeploy)
+    assert len(json.loads(targets.read_text())) == len(groups) + 1
+    rc, out = playbook(inventory, tmp, "undeploy", undeploy, *reports)
     assert rc == 0, out[-4000:]
+    assert json.loads(targets.read_text()) == [other]
     on = containers()
     assert "vllm-0" not in on and "vllm-1" not in on
     assert on["vllm"] == "running"
