@@ -84,6 +84,12 @@ ansible_facts:
           description: Why C(map) is null.
           type: str
           returned: when npu-smi info -m failed
+        text:
+          description:
+            - The text of C(npu-smi info) as read (at most 8 MiB, within C(timeout)), for reports
+              such as the failure report of C(deploy_verify).
+          type: str
+          returned: success
 """
 
 # Ansible modules import after their documentation blocks.
@@ -108,14 +114,15 @@ def main() -> None:
     binary = module.params["npu_smi_path"]
     timeout = module.params["timeout"]
     try:
+        text = run_npu_smi(["info"], binary=binary, timeout=timeout)
         info = parse(
-            run_npu_smi(["info"], binary=binary, timeout=timeout),
+            text,
             kind="info",
             source=f"`{binary} info` output",
         )
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
-    facts: dict = {"info": info, "map": None}
+    facts: dict = {"info": info, "map": None, "text": text}
     try:
         facts["map"] = parse(
             run_npu_smi(["info", "-m"], binary=binary, timeout=timeout),

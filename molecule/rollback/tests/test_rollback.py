@@ -86,6 +86,8 @@ def test_rollout_failed_only_rollback_a_and_says_why():
     assert any(f["pitfall"] == 4 and "inner error" in f["title"].lower() for f in findings)
     for f in ("diagnosis.json", "npu-smi.txt", "vllm-0.log", "vllm-0/verify.json", "plan.json"):
         assert (report / f).is_file(), f
+    # npu-smi's table as npu_facts read it (capped, bounded), not an error message
+    assert "npu-smi" in (report / "npu-smi.txt").read_text()
     for name in ("vllm-0", "vllm-1"):  # the restored service was verified again
         assert json.loads((report / f"rollback-{name}" / "verify.json").read_text())["ok"]
 

@@ -102,6 +102,8 @@ def test_npu_facts_check_mode_and_missing_binary(tmp_path):
     assert rc == 0, output
     assert result["changed"] is False and "skipped" not in result, output
     assert result["ansible_facts"]["ascend_npu"]["info"]["chips"][3]["bus_id"] == "0000:8B:00.0"
+    # the text as read, for reports (deploy_verify's failure report saves it)
+    assert "0000:8B:00.0" in result["ansible_facts"]["ascend_npu"]["text"]
 
     missing = tmp_path / "no" / "npu-smi"
     rc, result, output = playbook(tmp_path, {"npu_smi_path": str(missing)})
