@@ -7,6 +7,7 @@ test module basename must be unique across ``tests/`` (tests/unit/test_layout.py
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -242,3 +243,23 @@ def run_local_play(
     return subprocess.run(
         cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def import_statements(
+    tree: ast.AST, module: str, is_package: bool
+) -> Iterator[tuple[ast.AST, str, list[str]]]:
+    """Every import of a parsed module: ``(node, base, names)``, relative bases made absolute.
+
+    ``import a.b`` gives ``("", ["a.b"])``; ``from .x import y`` in ``pkg.m`` gives
+    ``("pkg.x", ["y"])``. Function-level imports are included (``ast.walk``).
+    """
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node, "", [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                prefix = package[: len(package) - node.level + 1]
+                base = ".".join(prefix + ([node.module] if node.module else []))
+            yield node, base, [alias.name for alias in node.names]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, import_statements
 
 SRC = REPO / "src"
 PACKAGES = ("ascend_deploy", "ascend_sim")
@@ -23,22 +23,14 @@ def module_name(path: Path, root: Path) -> str:
 
 def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``path`` (module ``name``) imports."""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                prefix = package[: len(package) - node.level + 1]
-                base = ".".join(prefix + ([node.module] if node.module else []))
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for _, base, names in import_statements(tree, name, path.name == "__init__.py"):
+        if base:
             # `from pkg import mod` imports the module pkg.mod; `from mod import name` imports mod
-            targets = [
-                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
-            ]
+            targets = [f"{base}.{a}" if f"{base}.{a}" in known else base for a in names]
         else:
-            continue
+            targets = names
         for target in targets:
             # `import a.b.c` of a name that is not a module: its nearest enclosing module
             while target and target not in known:

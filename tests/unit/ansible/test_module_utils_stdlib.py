@@ -13,7 +13,7 @@ import ast
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, import_statements
 
 SRC = REPO / "src"
 PREFIX = "ansible_collections.ascend_vllm.serving.plugins.module_utils."
@@ -46,22 +46,13 @@ def lazy_imports(tree: ast.AST) -> set[int]:
 
 def imports(path: Path, module: str) -> tuple[set[str], set[str]]:
     """(ascend_deploy modules, other top-level names) that the file imports."""
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     ours: set[str] = set()
     other: set[str] = set()
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     lazy = lazy_imports(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                prefix = package[: len(package) - node.level + 1]
-                base = ".".join(prefix + ([node.module] if node.module else []))
-            names = [f"{base}.{a.name}" for a in node.names] + [base]
-        else:
-            continue
+    for node, base, names in import_statements(tree, module, path.name == "__init__.py"):
+        if base:  # from base import a, b: a and b may be modules of base
+            names = [f"{base}.{name}" for name in names] + [base]
         for name in names:
             if name.startswith(PREFIX + "ascend_deploy"):
                 name = name.removeprefix(PREFIX)
