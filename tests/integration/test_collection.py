@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
+import ansible
 import pytest
+import yaml
 
 from ascend_sim import fleet
 from ascend_sim.state import load_preset
@@ -26,7 +29,22 @@ FQ = "ascend_vllm.serving"
 PREFIX = "coll-deploy"
 HOST = f"{PREFIX}-0"
 IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
+# The `ansible` package installs its collections beside ansible-core.
+BUNDLED = Path(ansible.__file__).resolve().parents[1] / "ansible_collections"
 MODULES = sorted(p.stem for p in (REPO / "plugins" / "modules").glob("*.py"))
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def required_collections() -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """requirements.yml's collections with their ">=low,<high" ranges."""
+    ranges = {}
+    for entry in yaml.safe_load((REPO / "requirements.yml").read_text())["collections"]:
+        low, high = (part.lstrip(">=<") for part in entry["version"].split(","))
+        ranges[entry["name"]] = (version_key(low), version_key(high))
+    return ranges
 
 
 def run(cmd: list[str], cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -59,7 +77,19 @@ def installed(tmp_path_factory):
     ops = tmp / "ops"
     ops.mkdir()
     collections = tmp / "collections"
-    (ops / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {collections}\n")
+    # ansible-core plus what requirements.yml names, nothing else: the `ansible` package's other
+    # bundled collections are not scanned; its copies of the required ones stand in for Galaxy.
+    (ops / "ansible.cfg").write_text(
+        f"[defaults]\ncollections_path = {collections}\ncollections_scan_sys_path = false\n"
+    )
+    for name, (low, high) in required_collections().items():
+        namespace, coll = name.split(".")
+        bundled = BUNDLED / namespace / coll
+        version = json.loads((bundled / "MANIFEST.json").read_text())["collection_info"]["version"]
+        assert low <= version_key(version) < high, (
+            f"bundled {name} {version} is outside {low}-{high}"
+        )
+        shutil.copytree(bundled, collections / "ansible_collections" / namespace / coll)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MOLECULE_"))}
     env.update(ANSIBLE_CONFIG=str(ops / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     galaxy = [str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", "--offline"]
