@@ -45,7 +45,7 @@ QUESTIONS = [
     ("What is 6 * 7?", "42"),
     ("What is 30 - 12?", "18"),
 ]
-START_TASK = "TASK [vllm_service : Start the replicas"
+START_TASK = "TASK [ascend_vllm.serving.vllm_service : Start the replicas"
 # The planner rounds weights and activation up and usable memory down to whole MiB.
 ROUNDING_SLACK = 3 * 2**20
 
@@ -129,7 +129,10 @@ def test_p5_pinned_context_is_refused_before_any_container_with_numbers(yarn_pla
     assert "the deployment cannot work as requested" in out
     assert fit in out and more_npus in out
     # The weights were staged and verified (SHA256SUMS), then the plan stopped the host.
-    assert "TASK [model_weights : Verify the model against its sha256 manifest]" in out
+    assert (
+        "TASK [ascend_vllm.serving.model_weights : Verify the model against its sha256 manifest]"
+        in out
+    )
     assert START_TASK not in out, "a container was started for a plan that cannot work"
     # deploy.yml's rescue names the failed step and the reason.
     assert "cap-32g not deployed: Assert the plan is feasible (pitfalls 5, 6, 7, 8 name " in out

@@ -44,7 +44,7 @@ W8A8_ARGS = (
 HOST = "molecule-default-a2"
 STOPPED = "qwen3-5"
 CONVERGED = "converged: qwen3 is as the last verified deploy left it and every replica is healthy"
-START_TASK = "TASK [vllm_service : Start the replicas"
+START_TASK = "TASK [ascend_vllm.serving.vllm_service : Start the replicas"
 
 
 def deploy(name: str, *extra: str) -> dict:
@@ -150,7 +150,9 @@ def test_second_run_is_converged_and_skips_runtime_weights_and_service(runs):
     assert run["ok"] < runs["first"]["ok"] / 2  # runtime, weights and service did not run
     # The roles' includes are skipped, so their tasks never run (nor show).
     assert START_TASK not in run["out"]
-    include = "TASK [vllm_service : Write the configuration and start the replicas]"
+    include = (
+        "TASK [ascend_vllm.serving.vllm_service : Write the configuration and start the replicas]"
+    )
     after = run["out"].split(include, 1)[1].split("TASK [", 1)[0]
     assert f"skipping: [{HOST}]" in after
     row = next(r for r in run["summary"] if r["host"] == HOST)

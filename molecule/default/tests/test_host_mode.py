@@ -50,7 +50,7 @@ def test_check_mode_passes_preflight_and_says_what_it_would_install(runs):
     run = runs["check"]
     assert run["rc"] == 0, run["out"][-3000:]
     assert "failed preflight" not in run["out"]
-    assert "TASK [npu_preflight : Assert the host can serve" in run["out"]
+    assert "TASK [ascend_vllm.serving.npu_preflight : Assert the host can serve" in run["out"]
     assert f"would create {VENV} and install " in run["out"]
     assert f"torch-npu=={runs['wheels']['row']['torch_npu']}" in run["out"]
     assert not runs["check_left_venv"], "--check created the venv"

@@ -11,7 +11,7 @@ from ascend_deploy.host import npu_smi
 from ascend_sim.scenario_outputs import outputs_dir, read_case, row_of
 
 OUT = outputs_dir("pitfalls")
-START_TASK = "TASK [vllm_service : Start the replicas"
+START_TASK = "TASK [ascend_vllm.serving.vllm_service : Start the replicas"
 
 
 def case(name: str) -> tuple[dict, list[dict]]:

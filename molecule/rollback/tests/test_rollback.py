@@ -115,7 +115,7 @@ def test_unhealthy_definition_is_rolled_back_by_the_service_role():
     assert "did not become healthy" in row["why"], row["why"]
     assert f"Rolled back to the last good definition ({NEW}): healthy" in row["why"], row["why"]
     # The service role failed the host before verification: no verification this run.
-    assert "TASK [deploy_verify : Verify every replica" not in run["stdout"]
+    assert "TASK [ascend_vllm.serving.deploy_verify : Verify every replica" not in run["stdout"]
 
 
 def test_rollback_b_runs_the_last_good_v0_11_replicas(host):
