@@ -7,6 +7,7 @@ runs there, and ascend_sim is not importable from it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,12 @@ import pytest
 from conftest import REPO
 
 pytestmark = pytest.mark.slow
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without PYTHONPATH: make exports src/, whose editable-install metadata
+    would make pip take the package as installed (and skip it), and which holds ascend_sim."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +42,7 @@ def wheel(tmp_path_factory) -> Path:
         capture_output=True,
         text=True,
         timeout=300,
+        env=clean_env(),
     )
     assert done.returncode == 0, done.stderr
     (whl,) = out.glob("ascend_deploy-*.whl")
@@ -74,6 +82,7 @@ def test_the_installed_wheel_runs_without_the_simulator(wheel, tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env=clean_env(),
     )
     assert done.returncode == 0, done.stderr
     run = subprocess.run(
@@ -82,8 +91,11 @@ def test_the_installed_wheel_runs_without_the_simulator(wheel, tmp_path):
         text=True,
         cwd=tmp_path,
         timeout=60,
+        env=clean_env(),
     )
     assert run.returncode == 0 and "--url" in run.stdout, run.stderr
     probe = "import importlib.util as u; print(u.find_spec('ascend_sim'))"
-    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [str(py), "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=clean_env()
+    )
     assert out.stdout.strip() == "None", out
