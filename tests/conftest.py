@@ -263,3 +263,28 @@ def import_statements(
                 prefix = package[: len(package) - node.level + 1]
                 base = ".".join(prefix + ([node.module] if node.module else []))
             yield node, base, [alias.name for alias in node.names]
+
+
+def ask_chat(port: int, question: dict) -> dict:
+    """One chat completion for a verification question (messages, max_tokens, enable_thinking)
+    from the server on 127.0.0.1:``port`` serving model ``tiny``; the answer's message."""
+    import http.client
+
+    body = {
+        "model": "tiny",
+        "messages": question["messages"],
+        "max_tokens": question["max_tokens"],
+        "temperature": 0,
+        "chat_template_kwargs": {"enable_thinking": question["enable_thinking"]},
+    }
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request(
+            "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        resp = conn.getresponse()
+        doc = json.loads(resp.read())
+    finally:
+        conn.close()
+    assert resp.status == 200, doc
+    return doc["choices"][0]["message"]

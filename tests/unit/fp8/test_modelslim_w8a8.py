@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, REPO
+from conftest import DATA, REPO, ask_chat
 
 from ascend_deploy.cli import main
 from ascend_deploy.fp8.convert import conversion_status
@@ -184,22 +184,7 @@ def _serve_args(*extra: str) -> list[str]:
 
 
 def _ask(emu: Emulator, q: dict) -> str:
-    import http.client
-
-    body = {
-        "model": "tiny",
-        "messages": q["messages"],
-        "max_tokens": q["max_tokens"],
-        "temperature": 0,
-        "chat_template_kwargs": {"enable_thinking": q["enable_thinking"]},
-    }
-    conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=120)
-    conn.request(
-        "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
-    )
-    doc = json.loads(conn.getresponse().read())
-    conn.close()
-    return doc["choices"][0]["message"]["content"] or ""
+    return ask_chat(emu.port, q)["content"] or ""
 
 
 def test_v0_11_without_the_flag_stops_with_the_quant_key_error(tmp_path):

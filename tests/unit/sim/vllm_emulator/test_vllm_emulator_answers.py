@@ -13,7 +13,7 @@ import os
 import shutil
 
 import pytest
-from conftest import DATA
+from conftest import DATA, ask_chat
 
 from ascend_deploy.model.safetensors_header import read_header
 from ascend_sim.vllm_emulator.sandbox import Emulator, emulator_env, make_root, write_row
@@ -116,24 +116,7 @@ def _serve(models, which: str, row: str = "v0.23.0", *extra: str) -> Emulator:
 
 
 def _ask(emu: Emulator, q: dict) -> dict:
-    import http.client
-
-    body = {
-        "model": "tiny",
-        "messages": q["messages"],
-        "max_tokens": q["max_tokens"],
-        "temperature": 0,
-        "chat_template_kwargs": {"enable_thinking": q["enable_thinking"]},
-    }
-    conn = http.client.HTTPConnection("127.0.0.1", emu.port, timeout=120)
-    conn.request(
-        "POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"}
-    )
-    resp = conn.getresponse()
-    doc = json.loads(resp.read())
-    conn.close()
-    assert resp.status == 200, doc
-    return doc["choices"][0]["message"]
+    return ask_chat(emu.port, q)
 
 
 def _correct(q: dict, text: str) -> bool:
