@@ -13,7 +13,6 @@ Deterministic: running it again gives the same bytes (tests/unit/sim/test_head_p
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,6 +20,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+
+from make_tiny_w8a8 import cli  # noqa: E402  (this directory is on sys.path)
 
 from ascend_deploy.fp8.convert import convert_checkpoint  # noqa: E402
 from ascend_deploy.fp8.quantize import quantize_checkpoint  # noqa: E402
@@ -77,15 +78,7 @@ def make(fp8_dir: str, questions_path: str, out_dir: str) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--src", default=os.path.join(ROOT, "tests/data/tiny-qwen3-fp8"))
-    ap.add_argument(
-        "--questions", default=os.path.join(ROOT, "tests/data/verification-questions.json")
-    )
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    print(json.dumps(make(args.src, args.questions, args.out)))
-    return 0
+    return cli(make, __doc__ or "")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
@@ -61,16 +62,21 @@ def make(fp8_dir: str, questions: str, out_dir: str) -> dict:
     return summary
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(make_fn: Callable[[str, str, str], dict], doc: str) -> int:
+    """The command line of the tiny-model tools: ``--src``, ``--questions``, ``--out``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--src", default=os.path.join(ROOT, "tests/data/tiny-qwen3-fp8"))
     ap.add_argument(
         "--questions", default=os.path.join(ROOT, "tests/data/verification-questions.json")
     )
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    print(json.dumps(make(args.src, args.questions, args.out)))
+    print(json.dumps(make_fn(args.src, args.questions, args.out)))
     return 0
+
+
+def main() -> int:
+    return cli(make, __doc__ or "")
 
 
 if __name__ == "__main__":

@@ -435,6 +435,8 @@ def write_modelslim_w8a8(
     from ascend_deploy.fp8.safetensors_write import encode_header
     from ascend_deploy.model.files import load_config, read_weight_layout
 
+    from .float_tensors import bf16_bytes, float_bytes, read_float
+
     config = load_config(src_dir)
     if "quantization_config" in config:
         raise ValueError(f"{src_dir}: expected a float model, found a quantization_config")
@@ -444,31 +446,14 @@ def write_modelslim_w8a8(
     ranges = _calibrate_inputs(src_dir, calibration, quantized)
 
     def read(name: str) -> tuple[str, np.ndarray]:
-        shard = layout.weight_map[name]
-        info = layout.headers[shard].tensors[name]
-        with open(os.path.join(src_dir, shard), "rb") as fh:
-            fh.seek(layout.headers[shard].data_offset + info.begin)
-            raw = fh.read(info.nbytes)
-        if info.dtype == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        elif info.dtype == "F32":
-            arr = np.frombuffer(raw, dtype="<f4")
-        else:
-            raise ValueError(f"{src_dir}: tensor {name!r} is {info.dtype}; expected BF16 or F32")
-        return info.dtype, arr.reshape(info.shape)
-
-    def bf16(values: np.ndarray) -> bytes:
-        bits = np.asarray(values, dtype=np.float32).view(np.uint32)
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
-        return rounded.astype("<u2").tobytes()
+        return read_float(src_dir, layout, name)
 
     tensors: list[tuple[str, str, tuple[int, ...], bytes]] = []
     description: dict[str, str] = {"model_quant_type": "W8A8", "version": "1.0.0"}
     for name in sorted(layout.weight_map):
         dtype, arr = read(name)
         if name not in quantized:
-            data = bf16(arr) if dtype == "BF16" else arr.astype("<f4").tobytes()
-            tensors.append((name, dtype, tuple(arr.shape), data))
+            tensors.append((name, dtype, tuple(arr.shape), float_bytes(dtype, arr)))
             description[name] = "FLOAT"
             continue
         prefix = name[: -len(".weight")]
@@ -486,8 +471,8 @@ def write_modelslim_w8a8(
             ("weight", "I8", tuple(w.shape), q.tobytes()),
             ("weight_scale", "F32", (out_ch, 1), w_scale.astype("<f4").tobytes()),
             ("weight_offset", "F32", (out_ch, 1), np.zeros(out_ch, "<f4").tobytes()),
-            ("input_scale", "BF16", (1,), bf16(np.array([in_scale]))),
-            ("input_offset", "BF16", (1,), bf16(np.array([in_offset]))),
+            ("input_scale", "BF16", (1,), bf16_bytes(np.array([in_scale]))),
+            ("input_offset", "BF16", (1,), bf16_bytes(np.array([in_offset]))),
             ("deq_scale", "F32", (out_ch,), deq.astype("<f4").tobytes()),
             ("quant_bias", "I32", (out_ch,), bias.astype("<i4").tobytes()),
         ]

@@ -28,13 +28,7 @@ import shutil
 from ascend_deploy.fp8.safetensors_write import encode_header
 from ascend_deploy.model.files import load_config, read_weight_layout
 
-
-def _bf16_bytes(values) -> bytes:  # type: ignore[no-untyped-def]
-    import numpy as np
-
-    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
-    return rounded.astype("<u2").tobytes()
+from .float_tensors import float_bytes, read_float
 
 
 def _head_rows(d: int, wide: int) -> list[int]:
@@ -59,19 +53,6 @@ def pad_head_dim(src_dir: str, out_dir: str, head_dim: int) -> dict:
     layout = read_weight_layout(src_dir)
     rows = np.asarray(_head_rows(d, head_dim))
     norm_ratio = np.float32((d / head_dim) ** 0.5)
-
-    def read(shard: str, name: str) -> tuple[str, np.ndarray]:
-        info = layout.headers[shard].tensors[name]
-        with open(os.path.join(src_dir, shard), "rb") as fh:
-            fh.seek(layout.headers[shard].data_offset + info.begin)
-            raw = fh.read(info.nbytes)
-        if info.dtype == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        elif info.dtype == "F32":
-            arr = np.frombuffer(raw, dtype="<f4")
-        else:
-            raise ValueError(f"{src_dir}: tensor {name!r} is {info.dtype}; expected BF16 or F32")
-        return info.dtype, arr.reshape(info.shape)
 
     def widen(name: str, arr: np.ndarray) -> np.ndarray:
         for proj, count, place in (
@@ -100,9 +81,9 @@ def pad_head_dim(src_dir: str, out_dir: str, head_dim: int) -> dict:
     for shard in layout.shards:
         tensors = []
         for name in layout.headers[shard].tensors:
-            dtype, arr = read(shard, name)
+            dtype, arr = read_float(src_dir, layout, name)
             wide = widen(name, arr)
-            data = _bf16_bytes(wide) if dtype == "BF16" else wide.astype("<f4").tobytes()
+            data = float_bytes(dtype, wide)
             tensors.append((name, dtype, tuple(wide.shape), data))
             weight_map[name] = shard
             total += len(data)
