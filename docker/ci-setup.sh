@@ -3,6 +3,7 @@
 # Makefile calls it first, .ci/run through `make test`):
 #   1. apt packages when missing: python3, python3-venv (the venv), docker.io (a Docker engine),
 #      debootstrap + debian-archive-keyring (a base image when debian:bookworm-slim cannot be pulled),
+#      openssh-client (one test reaches a host over SSH),
 #   2. a Docker engine that answers: start dockerd when none does,
 #   3. the images (docker/build-images.sh, arguments passed through).
 # As root it installs and starts what is missing. Otherwise, or when something cannot be done
@@ -71,6 +72,8 @@ if [ "$mode" != python ]; then
     fi
     command -v debootstrap >/dev/null 2>&1 || optional="$optional debootstrap debian-archive-keyring"
 fi
+# tests/integration/test_deploy_unreachable.py reaches a host over SSH (a closed port).
+command -v ssh >/dev/null 2>&1 || optional="$optional openssh-client"
 if [ -n "$need" ] || { [ -n "$optional" ] && is_root; }; then
     if ! is_root; then
         die "missing:$need. Run as root: $(as_root "$setup_cmd") (it runs apt-get install$need$optional and starts what is needed), then run make again"

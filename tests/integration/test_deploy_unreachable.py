@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 
@@ -55,7 +56,10 @@ def test_a_host_that_does_not_answer_is_in_the_summary(tmp_path):
     assert rc != 0, out[-3000:]
     (row,) = json.loads((tmp_path / "reports" / "deploy-summary.json").read_text())
     assert row["host"] == "gone-host" and row["status"] == "UNREACHABLE", row
-    assert "Connection refused" in row["why"] and "Fix: check that the host is up" in row["why"]
+    why = row["why"]
+    assert "gone-host did not answer (" in why and "Fix: check that the host is up" in why
+    if shutil.which("ssh"):  # docker/ci-setup.sh installs openssh-client
+        assert "Connection refused" in row["why"], row["why"]
     assert "CANARY gone-host not deployed" in out
     # The table was printed (the rescue's summary, as for a failed canary).
     assert "gone-host  UNREACHABLE" in out
