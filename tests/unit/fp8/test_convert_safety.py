@@ -31,7 +31,10 @@ BLOCKING_CLI = textwrap.dedent(
 
     def announce_and_block(self, done, total):
         print("in progress", flush=True)
-        time.sleep(120)
+        # Short sleeps, as the converter's own 0.25 s waits: a signal the kernel hands to a
+        # worker thread reaches Python's handler only when the main thread wakes up.
+        for _ in range(1200):
+            time.sleep(0.1)
 
     progress.ProgressDisplay.__call__ = announce_and_block
     from ascend_deploy.cli import main
