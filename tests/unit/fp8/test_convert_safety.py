@@ -26,13 +26,18 @@ from ascend_deploy.fp8.convert import conversion_status, convert_checkpoint  # n
 # convert) announces itself and then blocks, so the test can signal a run in progress.
 BLOCKING_CLI = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     import ascend_deploy.fp8.progress as progress
+
+    # Ctrl-C as in a terminal: a job started in the background by a shell without job control
+    # (`cmd &` in a script, as some CI runners start their jobs) inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def announce_and_block(self, done, total):
         print("in progress", flush=True)
-        # Short sleeps, as the converter's own 0.25 s waits: a signal the kernel hands to a
-        # worker thread reaches Python's handler only when the main thread wakes up.
+        # Short sleeps, as the converter's own 0.25 s waits (Python runs a signal's handler in
+        # the main thread when it wakes up).
         for _ in range(1200):
             time.sleep(0.1)
 
