@@ -327,9 +327,9 @@ def write_checkpoint(
     if fp8:
         cfg["quantization_config"] = dict(FP8_QUANTIZATION_CONFIG)
     os.makedirs(out_dir, exist_ok=True)
-    _write_json(os.path.join(out_dir, "config.json"), cfg)
-    _write_json(os.path.join(out_dir, "generation_config.json"), GENERATION_CONFIG)
-    _write_json(os.path.join(out_dir, "tokenizer_config.json"), TOKENIZER_CONFIG)
+    write_json(os.path.join(out_dir, "config.json"), cfg)
+    write_json(os.path.join(out_dir, "generation_config.json"), GENERATION_CONFIG)
+    write_json(os.path.join(out_dir, "tokenizer_config.json"), TOKENIZER_CONFIG)
 
     groups = _split_shards(specs, shard_bytes)
     filler = _RandomFill(seed) if data == "random" else None
@@ -345,7 +345,7 @@ def write_checkpoint(
         "metadata": {"total_size": total_size},
         "weight_map": dict(sorted(weight_map.items())),
     }
-    _write_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
+    write_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
 
     served = [
         (n, "BF16" if d == "F8_E4M3" else d, s) for n, d, s in specs if not n.endswith("_scale_inv")
@@ -363,7 +363,8 @@ def write_checkpoint(
     }
 
 
-def _write_json(path: str, doc: dict) -> None:
+def write_json(path: str, doc: dict) -> None:
+    """``doc`` as indented JSON with a final newline (config.json, index, descriptions)."""
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=2)
         fh.write("\n")
@@ -432,10 +433,9 @@ def write_modelslim_w8a8(
     """
     import numpy as np
 
-    from ascend_deploy.fp8.safetensors_write import encode_header
     from ascend_deploy.model.files import load_config, read_weight_layout
 
-    from .float_tensors import bf16_bytes, float_bytes, read_float
+    from .float_tensors import bf16_bytes, float_bytes, read_float, write_tensor_file
 
     config = load_config(src_dir)
     if "quantization_config" in config:
@@ -480,14 +480,10 @@ def write_modelslim_w8a8(
             tensors.append((f"{prefix}.{suffix}", dt, shape, data))
             description[f"{prefix}.{suffix}"] = "W8A8"
     tensors.sort(key=lambda t: t[0])
-    header, _offsets = encode_header(((n, d, s) for n, d, s, _ in tensors), {"format": "pt"})
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, MODELSLIM_W8A8_FILE), "wb") as fh:
-        fh.write(header)
-        for *_meta, data in tensors:
-            fh.write(data)
-    _write_json(os.path.join(out_dir, "quant_model_description.json"), description)
-    _write_json(os.path.join(out_dir, "config.json"), config)
+    write_tensor_file(os.path.join(out_dir, MODELSLIM_W8A8_FILE), tensors)
+    write_json(os.path.join(out_dir, "quant_model_description.json"), description)
+    write_json(os.path.join(out_dir, "config.json"), config)
     for extra in ("generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         path = os.path.join(src_dir, extra)
         if os.path.isfile(path):

@@ -6,6 +6,7 @@ Shared by the tools that rewrite the tiny test model (ModelSlim W8A8, wider head
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -42,3 +43,21 @@ def float_bytes(dtype: str, values: Any) -> bytes:
     import numpy as np
 
     return bf16_bytes(values) if dtype == "BF16" else np.asarray(values, "<f4").tobytes()
+
+
+def write_tensor_file(
+    path: str,
+    tensors: Sequence[tuple[str, str, tuple[int, ...], bytes]],
+    metadata: dict | None = None,
+) -> int:
+    """Write ``(name, dtype, shape, data)`` tensors as one safetensors file; the data bytes."""
+    from ascend_deploy.fp8.safetensors_write import encode_header
+
+    header, _offsets = encode_header(
+        [(n, d, s) for n, d, s, _ in tensors], metadata or {"format": "pt"}
+    )
+    with open(path, "wb") as fh:
+        fh.write(header)
+        for *_meta, data in tensors:
+            fh.write(data)
+    return sum(len(t[3]) for t in tensors)

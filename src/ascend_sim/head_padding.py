@@ -21,14 +21,13 @@ frequency formula). The result is equal up to BF16 rounding of the k_norm weight
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
-from ascend_deploy.fp8.safetensors_write import encode_header
 from ascend_deploy.model.files import load_config, read_weight_layout
 
-from .float_tensors import float_bytes, read_float
+from .checkpoints import write_json
+from .float_tensors import float_bytes, read_float, write_tensor_file
 
 
 def _head_rows(d: int, wide: int) -> list[int]:
@@ -83,18 +82,10 @@ def pad_head_dim(src_dir: str, out_dir: str, head_dim: int) -> dict:
         for name in layout.headers[shard].tensors:
             dtype, arr = read_float(src_dir, layout, name)
             wide = widen(name, arr)
-            data = float_bytes(dtype, wide)
-            tensors.append((name, dtype, tuple(wide.shape), data))
+            tensors.append((name, dtype, tuple(wide.shape), float_bytes(dtype, wide)))
             weight_map[name] = shard
-            total += len(data)
-        head, _ = encode_header(
-            [(n, t, s) for n, t, s, _ in tensors],
-            layout.headers[shard].metadata or {"format": "pt"},
-        )
-        with open(os.path.join(out_dir, shard), "wb") as fh:
-            fh.write(head)
-            for *_, data in tensors:
-                fh.write(data)
+        path = os.path.join(out_dir, shard)
+        total += write_tensor_file(path, tensors, layout.headers[shard].metadata)
     wide_config = dict(config)
     wide_config["head_dim"] = head_dim
     theta = float(config.get("rope_theta", 10000.0)) ** (head_dim / d)
@@ -105,12 +96,8 @@ def pad_head_dim(src_dir: str, out_dir: str, head_dim: int) -> dict:
             shutil.copyfile(path, os.path.join(out_dir, name))
     if layout.index is not None:
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as fh:
-            json.dump(index, fh, indent=2)
-            fh.write("\n")
-    with open(os.path.join(out_dir, "config.json"), "w") as fh:
-        json.dump(wide_config, fh, indent=2)
-        fh.write("\n")
+        write_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
+    write_json(os.path.join(out_dir, "config.json"), wide_config)
     return {
         "head_dim": head_dim,
         "rope_theta": wide_config["rope_theta"],
