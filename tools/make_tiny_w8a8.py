@@ -2,8 +2,12 @@
 
 The FP8 test model is converted to BF16 with the bundle's converter, then quantized by
 ``ascend_sim.checkpoints.write_modelslim_w8a8`` with the verification questions (in Qwen3's
-chat format) as calibration prompts. Deterministic: running it again gives the same bytes
-(tests/unit/fp8/test_modelslim_w8a8.py checks that).
+chat format) as calibration prompts. Deterministic on one machine. On another processor the
+BLAS kernel moves the calibration's float32 sums in their last bits; only the BF16 input scales
+and integer input offsets are rounded from those sums (deq_scale and quant_bias are derived from
+the stored values), so a value changes only where it sits on a rounding step.
+tests/unit/fp8/test_modelslim_w8a8.py regenerates it with this machine's kernel and a generic one
+and compares with ``ascend_sim.checkpoints.w8a8_differences`` (everything else byte for byte).
 
     .venv/bin/python tools/make_tiny_w8a8.py --out tests/data/tiny-qwen3-w8a8
 """
@@ -33,8 +37,9 @@ then `ascend_sim.checkpoints.write_modelslim_w8a8`, calibrated on the verificati
 
 * `quant_model_weight_w8a8.safetensors`: q/k/v/gate/up projections as int8 `weight` [out, in]
   (per-channel symmetric) with `weight_scale`, `weight_offset` [out, 1], `input_scale`,
-  `input_offset` [1] (static per-tensor activations), `deq_scale` F32 [out] and `quant_bias`
-  I32 [out]; o_proj, down_proj, norms and embeddings stay BF16 ("FLOAT").
+  `input_offset` [1] (static per-tensor activations), `deq_scale` F32 [out] (the stored
+  `input_scale` x `weight_scale`) and `quant_bias` I32 [out] (-`input_offset` x the row's
+  int8 sum); o_proj, down_proj, norms and embeddings stay BF16 ("FLOAT").
 * `quant_model_description.json`: `model_quant_type` W8A8 and every tensor's type.
 * `config.json`: the BF16 model's (ModelSlim adds no `quantization_config`).
 

@@ -386,6 +386,8 @@ def write_json(path: str, doc: dict) -> None:
 # msModelSlim W8A8 Qwen2.5 checkpoint in vllm-project/vllm-ascend issue #633; file names in
 # docs/source/tutorials (quant_model_weight_w8a8.safetensors).
 MODELSLIM_W8A8_FILE = "quant_model_weight_w8a8.safetensors"
+W8A8_WEIGHT_QMAX = 127  # symmetric per-channel int8 weights: codes -127..127
+W8A8_ACT_LEVELS = 255  # asymmetric per-tensor int8 activations: 256 codes, 255 steps
 MODELSLIM_W8A8_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 
 
@@ -416,6 +418,19 @@ def _calibrate_inputs(model_dir: str, prompts: list[str], names: list[str]) -> d
     for text in prompts:
         model.logits(tok.encode(text))
     return seen
+
+
+def _static_activation_params(lo: float, hi: float) -> tuple:
+    """Static per-tensor int8 activation scale (BF16-exact float32) and zero point for the
+    calibrated input range ``[lo, hi]`` (widened to include 0)."""
+    import numpy as np
+
+    from .float_tensors import bf16_round
+
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = bf16_round(np.float32(max(hi - lo, 1e-6) / W8A8_ACT_LEVELS))
+    offset = np.float32(np.clip(np.rint(-128.0 - lo / scale), -128, 127))
+    return np.float32(scale), offset
 
 
 def write_modelslim_w8a8(
@@ -458,21 +473,22 @@ def write_modelslim_w8a8(
             continue
         prefix = name[: -len(".weight")]
         w = arr.astype(np.float32)
-        w_scale = np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0
-        q = np.clip(np.rint(w / w_scale[:, None]), -127, 127).astype(np.int8)
-        lo, hi = ranges[name]
-        lo, hi = min(lo, 0.0), max(hi, 0.0)
-        in_scale = np.float32(max(hi - lo, 1e-6) / 255.0)
-        in_offset = np.float32(np.clip(np.rint(-128.0 - lo / in_scale), -128, 127))
-        deq = (np.float32(in_scale) * w_scale).astype(np.float32)
+        w_scale = np.maximum(np.abs(w).max(axis=1), 1e-8) / W8A8_WEIGHT_QMAX
+        q = np.clip(np.rint(w / w_scale[:, None]), -W8A8_WEIGHT_QMAX, W8A8_WEIGHT_QMAX)
+        q = q.astype(np.int8)
+        in_scale, in_offset = _static_activation_params(*ranges[name])
+        # deq_scale from the stored (BF16) input scale, as the engine quantizes with it: the
+        # calibration's float32 noise (it depends on the BLAS kernel) reaches the file only
+        # where a calibrated value sits on a BF16 or integer rounding step.
+        deq = (in_scale * w_scale).astype(np.float32)
         bias = (-np.int64(in_offset) * q.astype(np.int64).sum(axis=1)).astype(np.int32)
         out_ch = w.shape[0]
         parts = [
             ("weight", "I8", tuple(w.shape), q.tobytes()),
             ("weight_scale", "F32", (out_ch, 1), w_scale.astype("<f4").tobytes()),
             ("weight_offset", "F32", (out_ch, 1), np.zeros(out_ch, "<f4").tobytes()),
-            ("input_scale", "BF16", (1,), bf16_bytes(np.array([in_scale]))),
-            ("input_offset", "BF16", (1,), bf16_bytes(np.array([in_offset]))),
+            ("input_scale", "BF16", (1,), bf16_bytes(np.array([in_scale], np.float32))),
+            ("input_offset", "BF16", (1,), bf16_bytes(np.array([in_offset], np.float32))),
             ("deq_scale", "F32", (out_ch,), deq.astype("<f4").tobytes()),
             ("quant_bias", "I32", (out_ch,), bias.astype("<i4").tobytes()),
         ]
@@ -495,3 +511,97 @@ def write_modelslim_w8a8(
         "tensors": len(tensors),
         "bytes": sum(len(t[3]) for t in tensors),
     }
+
+
+W8A8_CALIBRATED = ("input_scale", "input_offset", "deq_scale", "quant_bias")
+
+
+def w8a8_differences(expected_dir: str, made_dir: str, max_flips: int = 2) -> list[str]:
+    """How the ModelSlim W8A8 directory ``made_dir`` differs from ``expected_dir`` beyond
+    what the calibration's arithmetic can move; [] when it is the same checkpoint.
+
+    Calibration runs the model forward in float32 through BLAS, whose kernel (chosen by the
+    processor) decides the last bits of every sum. Only two stored values depend on those
+    sums: each projection's BF16 ``input_scale`` and its integer ``input_offset``, and they
+    change only where the calibrated range sits within that noise (about 1e-6 relative) of a
+    rounding step. So: every other file and tensor byte for byte; ``input_scale`` within one
+    BF16 step and ``input_offset`` within one integer step, at most ``max_flips`` of them in
+    all (a changed quantization moves many); ``deq_scale`` and ``quant_bias`` exactly what
+    the file's own scale and offset give.
+    """
+    import numpy as np
+
+    problems: list[str] = []
+    names = sorted(os.listdir(expected_dir))
+    if sorted(os.listdir(made_dir)) != names:
+        return [f"files differ: {names} vs {sorted(os.listdir(made_dir))}"]
+    for name in names:
+        if name != MODELSLIM_W8A8_FILE and _read(expected_dir, name) != _read(made_dir, name):
+            problems.append(f"{name}: bytes differ")
+    want, got = (_w8a8_tensors(d) for d in (expected_dir, made_dir))
+    if {k: (v[0], v[1].shape) for k, v in want.items()} != {
+        k: (v[0], v[1].shape) for k, v in got.items()
+    }:
+        return [*problems, f"{MODELSLIM_W8A8_FILE}: tensor names, dtypes or shapes differ"]
+    flips = []
+    for tname in sorted(want):
+        suffix = tname.rsplit(".", 1)[-1]
+        a, b = want[tname][1], got[tname][1]
+        if suffix not in W8A8_CALIBRATED:
+            if a.tobytes() != b.tobytes():
+                problems.append(f"{tname}: bytes differ")
+        elif suffix in ("input_scale", "input_offset") and a.tobytes() != b.tobytes():
+            flips.append(tname)
+            # a BF16 step is one unit of the bit pattern (same sign); an offset step is 1
+            pair = (a.view("<u2"), b.view("<u2")) if suffix == "input_scale" else (a, b)
+            values = [
+                int(v.reshape(-1)[0]) if suffix == "input_scale" else float(_bf16(v)[0])
+                for v in pair
+            ]
+            if abs(values[0] - values[1]) > 1:
+                problems.append(f"{tname}: {_bf16(a)[0]} -> {_bf16(b)[0]}, more than one step")
+    if len(flips) > max_flips:
+        problems.append(f"{len(flips)} calibrated values moved (at most {max_flips}): {flips}")
+    for tensors, where in ((want, expected_dir), (got, made_dir)):
+        for tname in sorted(t for t in tensors if t.endswith(".input_scale")):
+            prefix = tname[: -len(".input_scale")]
+            scale = _bf16(tensors[tname][1])[0]
+            offset = _bf16(tensors[f"{prefix}.input_offset"][1])[0]
+            w_scale = tensors[f"{prefix}.weight_scale"][1].reshape(-1)
+            codes = tensors[f"{prefix}.weight"][1].astype(np.int64)
+            deq = (np.float32(scale) * w_scale).astype("<f4")
+            bias = (-np.int64(offset) * codes.sum(axis=1)).astype("<i4")
+            if deq.tobytes() != tensors[f"{prefix}.deq_scale"][1].tobytes():
+                problems.append(f"{where}: {prefix}.deq_scale is not input_scale x weight_scale")
+            if bias.tobytes() != tensors[f"{prefix}.quant_bias"][1].tobytes():
+                problems.append(f"{where}: {prefix}.quant_bias is not -input_offset x sum(weight)")
+    return problems
+
+
+def _read(directory: str, name: str) -> bytes:
+    with open(os.path.join(directory, name), "rb") as fh:
+        return fh.read()
+
+
+def _bf16(raw: object) -> object:
+    import numpy as np
+
+    return (np.asarray(raw).view("<u2").astype(np.uint32) << 16).view(np.float32)
+
+
+def _w8a8_tensors(directory: str) -> dict:
+    """Every tensor of the W8A8 weights file as (dtype, raw little-endian array)."""
+    import numpy as np
+
+    from ascend_deploy.model.safetensors_header import read_header
+
+    path = os.path.join(directory, MODELSLIM_W8A8_FILE)
+    header = read_header(path)
+    raw = np.frombuffer(_read(directory, MODELSLIM_W8A8_FILE), dtype=np.uint8)
+    kinds = {"I8": "<i1", "I32": "<i4", "F32": "<f4", "BF16": "<u2"}
+    out = {}
+    for tname, info in header.tensors.items():
+        start = header.data_offset + info.begin
+        data = raw[start : start + info.nbytes].view(kinds[info.dtype]).reshape(info.shape)
+        out[tname] = (info.dtype, data)
+    return out

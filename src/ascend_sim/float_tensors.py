@@ -38,6 +38,15 @@ def bf16_bytes(values: Any) -> bytes:
     return rounded.astype("<u2").tobytes()
 
 
+def bf16_round(values: Any) -> Any:
+    """``values`` rounded to BF16 (nearest even) and widened back to float32: what a reader of
+    ``bf16_bytes(values)`` gets."""
+    import numpy as np
+
+    bits = np.frombuffer(bf16_bytes(values), dtype="<u2").astype(np.uint32) << 16
+    return bits.view(np.float32).reshape(np.shape(values))
+
+
 def float_bytes(dtype: str, values: Any) -> bytes:
     """``values`` stored as ``dtype`` (BF16 or F32)."""
     import numpy as np
