@@ -25,6 +25,12 @@ options:
     description: Content of C(diagnose_rules.json).
     type: dict
     required: true
+  model:
+    description:
+      - Content of C(diagnose_model.json), the learned stage (trained by
+        C(tools/train_diagnose_model.py)); it ranks the classes when no rule is specific and
+        gives the top three with their confidence. Without it the rules decide alone.
+    type: dict
   dest:
     description: Write the diagnosis JSON here.
     type: path
@@ -36,6 +42,7 @@ EXAMPLES = r"""
   ascend_diagnose:
     paths: [/etc/ascend-deploy/vllm/reports/run1/vllm-0.log]
     rules: "{{ lookup('ansible.builtin.file', 'diagnose_rules.json') | from_json }}"
+    model: "{{ lookup('ansible.builtin.file', 'diagnose_model.json') | from_json }}"
   register: diagnosis
 """
 
@@ -45,8 +52,17 @@ findings:
     List of {pitfall, rule, title, evidence, fix, explanation, variable, guess, summary}, root
     cause first; C(summary) words the finding in one paragraph for the operator. When no rule
     matched a failed log, the only entry is a guess (guess true, confidence, settle: the commands
-    that confirm it).
+    that confirm it); C(stage) of each says which stage decided it (rules or learned).
   returned: always
+  type: list
+stage:
+  description: Which stage decided the first finding (rules, learned); null without findings.
+  returned: always
+  type: str
+ranking:
+  description: With the learned stage, the three most likely classes, each {class, rule, title,
+    confidence}.
+  returned: when model is given and a failure was found
   type: list
 last_errors:
   description: The last error lines when no rule matched.
@@ -63,6 +79,9 @@ unreadable:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.diagnosis.learned import (
+    parse_model,
+)
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.diagnosis.report import (
     diagnose_paths,
     write_result,
@@ -80,13 +99,15 @@ def main() -> None:
         argument_spec={
             "paths": {"type": "list", "elements": "path", "required": True},
             "rules": {"type": "dict", "required": True},
+            "model": {"type": "dict"},
             "dest": {"type": "path"},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
-        result = diagnose_paths(p["paths"], parse_rules(p["rules"], "rules"))
+        model = parse_model(p["model"], "model") if p["model"] else None
+        result = diagnose_paths(p["paths"], parse_rules(p["rules"], "rules"), model)
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
     changed = False

@@ -21,6 +21,7 @@ pytestmark = [
     pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="needs the venv's ansible-playbook"),
 ]
 RULES = json.loads((REPO / "src/ascend_deploy/data/diagnose_rules.json").read_text())
+MODEL = json.loads((REPO / "src/ascend_deploy/data/diagnose_model.json").read_text())
 LOGS = DATA / "logs"
 
 
@@ -142,6 +143,14 @@ def test_ascend_diagnose_reads_gzip_and_names_unreadable_files(tmp_path):
                 "id": "guess",
                 "ascend_vllm.serving.ascend_diagnose": {"paths": [str(guess)], "rules": RULES},
             },
+            {
+                "id": "learned",
+                "ascend_vllm.serving.ascend_diagnose": {
+                    "paths": [str(guess)],
+                    "rules": RULES,
+                    "model": MODEL,
+                },
+            },
         ],
     )
     two = res["two"]
@@ -155,3 +164,9 @@ def test_ascend_diagnose_reads_gzip_and_names_unreadable_files(tmp_path):
     assert first["summary"].startswith("Best guess (confidence ")
     assert first["summary"].endswith(f"To settle it, run: {'; '.join(first['settle'])}")
     assert two["findings"][0]["summary"].startswith("[pitfall 3] ")
+    # With the learned stage (the model passed as content, as the roles do) the same unknown
+    # failure gets a ranked guess: which stage decided and the three most likely classes.
+    learned = res["learned"]
+    assert learned["stage"] == "learned" and len(learned["ranking"]) == 3
+    assert learned["findings"][0]["guess"] is True and learned["findings"][0]["settle"]
+    assert learned["findings"][0]["rule"] != "unclassified"

@@ -22,6 +22,7 @@ FILES = {
     "compat_matrix": [SHIPPED / "compat_matrix.json"],
     "serve_rules": [SHIPPED / "serve_rules.json"],
     "diagnose_rules": [SHIPPED / "diagnose_rules.json"],
+    "diagnose_model": [SHIPPED / "diagnose_model.json"],
     # JSON-compatible flow YAML: loads with json; the questions file is itself a suite
     "verify_suite": [SHIPPED / "verify_suite.yaml", DATA / "verification-questions.json"],
 }

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import json
 import os
 import queue
 import re
+import select
+import stat
 import sys
 import threading
 import time
@@ -36,7 +39,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..errors import InputError, describe_path
+from ..safe_open import open_regular
 from ..verification import garbage
+from . import features as _features
+from .learned import NONE, Model, default_model
 from .rules import (
     RULES_PATH,
     CodeEntry,
@@ -75,6 +81,10 @@ MAX_EVIDENCE = 5
 EVIDENCE_CHARS = 400
 LAST_ERRORS = 10
 GUESS_LINES = 200  # failure lines kept for ranking a guess
+HEAD_LINES = 40  # first lines of a log the learned stage always reads (titles, prose)
+SEEN_HEAD, SEEN_TAIL = 150, 250  # looked-at lines kept for the learned stage (first, last)
+EXPLAIN_LINES = 3  # lines quoted as what drove a learned ranking
+RANKING = 3
 DEFAULT_MAX_MB = 1024
 DEFAULT_MAX_SECONDS = 120.0
 
@@ -82,21 +92,52 @@ LEVEL_WEIGHT = {"exception": 30, "error": 20, "warning": 10, "info": 0}
 
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 # docker logs -t / kubectl --timestamps: RFC 3339 stamp.
-_DOCKER_TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
-# Python logging / bracketed stamps: "2025-03-26 17:01:02,816 ", "[2025-03-26 17:01:02.123] ".
+_DOCKER_TS_RE = re.compile(
+    r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s+"
+)
+# Python logging / bracketed stamps: "2025-03-26 17:01:02,816 ", "[2025-03-26 17:01:02.123] ",
+# SGLang's "[2025-12-12 08:43:59 TP0] ", MindIE's "[2025-12-15 15:19:22.681+08:00] ", a paste's
+# "2025-02-18 12:54 ", the US form "05/17/2024 01:30:26 - ".
 _PY_TS_RE = re.compile(
-    r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?:\s+-\s+|\s*\|\s*|\s+)"
+    r"^\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d{4} )\d\d:\d\d(?::\d\d)?(?:[.,:]\d+)?"
+    r"(?:[+-]\d\d:?\d\d)?(?: (?:TP|DP|EP|PP)\d+)*\]?(?:\s+-\s+|\s*\|\s*|\s+)"
+)
+# Quote bars and borders a paste or a terminal UI adds: "> ", "> > ", "▎", "│ ... │", "  | ".
+_LEAD_BAR_RE = re.compile(r"^(?:[ \t]*(?:>|▎|[│┃║]|\|(?=[ \t]))[ \t]?)+")
+_TRAIL_BOX_RE = re.compile(r"[ \t]*[│┃║][ \t]*$")
+# ANSI colours whose ESC byte was lost in a paste ("[36m(RayWorker...") or shown as "^[".
+_BROKEN_ANSI_RE = re.compile(r"\^\[\[[0-9;]*m|^\[[0-9;]{1,8}m")
+# "[80746] [rank0]:", "[383554] [2026-...]", MindIE's "[38] [452] [server] ".
+_PID_RE = re.compile(r"^\[\d+\][ \t]+|^\[(?:server|system|stdout|stderr)\][ \t]+")
+# "dinov2-giant-nodes.cn-d004 [stderr] ", "[Stage-0] ERROR ...", MindIE's "[llm] [ERROR] ", a
+# launcher's "[mineru] (EngineCore_DP0 pid=3052) ", "Worker_TP0 pid=2029) " (lost "(").
+_HOST_STREAM_RE = re.compile(
+    r"^[\w.-]+ \[(?:stderr|stdout)\][ \t]+"
+    r"|^\[[\w-]+\][ \t]+(?=\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?[ \t]"
+    r"|\([A-Za-z_][\w-]*[ ,][^()]*\bpid=)"
+    r"|^[A-Za-z_][\w ]{0,40}\bpid=\d+\)[ \t]*"
+)
+# "modelscope - WARNING - ", "WARNING - llmtuner.model - ", "torch_npu.memory: [ERROR] [38] ",
+# "ERROR | stderr | ", MindIE's "[ERROR] [http_server.cpp:163] : ", "[ERROR] [logging.py-348] : ".
+_LOGGER_RE = re.compile(
+    r"^(?:[\w.]+ - (?P<l1>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    r"|(?P<l2>DEBUG|INFO|WARNING|ERROR|CRITICAL) - [\w.]+ - "
+    r"|[\w.]+: \[(?P<l3>DEBUG|INFO|WARNING|ERROR|CRITICAL)\][ \t]*(?:\[\d+\][ \t]*)?"
+    r"|(?P<l4>DEBUG|INFO|WARNING|ERROR|CRITICAL) \| (?:stderr|stdout) \|[ \t]?"
+    r"|\[(?P<l5>DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\][ \t]+\[[\w.]+[:-]\d+\][ \t]*:?[ \t]*)"
 )
 # journalctl short format: "Nov 29 12:00:01 host unit[123]: ".
 _JOURNAL_RE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: ")
 # docker compose: "service-1  | ".
-_COMPOSE_RE = re.compile(r"^[\w.-]+\s+\| ")
+_COMPOSE_RE = re.compile(r"^(?!(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b)[\w.-]+\s+\| ")
 # Process prefixes: "(VllmWorker rank=0 pid=123) ", "(EngineCore_DP0 pid=29) ",
 # "(ActorHybridWorker pid=1341, ip=172.16.6.36) ", "[rank0]: ", "[rank0]:[E324 ...] ".
 _PROC_RE = re.compile(r"^(?:\((?:[A-Za-z_][\w-]*)(?:,? [\w-]+=[^()\s,]*)*\)\s*|\[rank\d+\]:\s?)")
-# glog (torch C++): "[E324 19:10:36.123456 12345 ProcessGroupHCCL.cpp:123] ".
+# glog (torch C++): "[E324 19:10:36.123456 12345 ProcessGroupHCCL.cpp:123] ", short form
+# "[W socket.cpp:426] ".
 _GLOG_RE = re.compile(
-    r"^\[?(?P<g>[IWEF])\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? [\w.-]+:\d+\]\s*"
+    r"^\[?(?P<g>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? | )"
+    r"[\w.-]+\.(?:cpp|cc|h|c):\d+\]\s*"
 )
 # CANN plog: "[ERROR] RUNTIME(1234,python):2025-03-26-17:01:02.816.428 [stream.cc:12]1234 ".
 _PLOG_RE = re.compile(
@@ -119,6 +160,20 @@ _EXC_RE = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Warning))"
     r"\b(?::\s*(?P<msg>.*)|$)"
 )
+# An exception quoted inside a sentence, a title or backticks: "...跑报错KeyError: 'x'",
+# "【BUG】：RuntimeError: NPU out of memory", "`OSError: Error no file named ...`".
+_EXC_INLINE_RE = re.compile(
+    r"(?:^|(?<=[\s`'\"(（【】：:，,>\]]|[^\x00-\x7f]))"
+    r"(?P<type>(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))(?::|：)\s*(?P<msg>\S.*)"
+)
+# The title of a documentation, feature or design thread: its prose talks about failures
+# ("users who hit 显存不足 need ...") without reporting one; log lines quoted in it still count.
+_PROPOSAL_TITLE_RE = re.compile(
+    r"^#*\s*[\[【](?:Doc|Docs|Documentation|Feature|Feature Request|RFC|Proposal|Enhancement|建议)"
+    r"[\]】]\s*[:：]?"
+)
+# A bug report's title ("# [Bug]: ...", "[Bug]:"): the person says something failed.
+_BUG_TITLE_RE = re.compile(r"^#*\s*\[(?:Bug|BUG|bug)\]\s*[:：]?")
 _CANN_CODE_RE = re.compile(r"^E[A-Z]\d{4}\b|^\[ERROR\]|^\[Error\]|\berror code is \d+")
 _LEVELS = {
     "ERROR": "error",
@@ -150,11 +205,42 @@ _CODE_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+|HCCL_E_[A-Z0-9_]+|ACLNN_ERR
 # Words that make a line worth a look even when no rule names it (failure evidence).
 _FAILURE_ANCHORS = (
     "Traceback", "rror", "RROR", "xception", "CRITICAL", "FATAL", "Fatal", "fail", "Fail", "FAIL",
-    "失败", "报错", "错误", "异常",
+    "crash", "stuck", "OOM", "oom", "[Bug]", "]:[E", "]:[F", "[E ", "[F ",
+    "失败", "报错", "错误", "异常", "崩溃", "卡死", "卡住", "撑爆", "爆显存", "显存不足",
+    "无法", "不可用", "起不来", "启动不了", "跑不起来", "挂掉", "挂了", "无响应",
+    "unable", "not working", "n't work", "not work", "hangs", "hanging", "hang ", "cannot ",
+    "can't ",
     "Segmentation fault", "core dumped", "Killed", "Aborted", "ACL_ERROR_", "HCCL_E_", "ACLNN_ERR_",
 )  # fmt: skip
-_LEVEL_WORD_RE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG|TRACE)\b")
-_FAIL_WORDS_RE = re.compile(r"(?i)\bfail|\berror\b|失败|报错|错误|异常")
+_LEVEL_WORD_RE = re.compile(r"\b(?:INFO|WARNING|WARN|DEBUG|TRACE)\b|^\s*(?:Warning|Info|Note):")
+# A section heading of an issue template ("### Description of the bug | 错误描述", "## 报错信息"):
+# names the section, says nothing about this log.
+_TEMPLATE_HEADING_RE = re.compile(r"^\s*#{2,6}\s")
+_FAIL_WORDS_RE = re.compile(
+    r"(?i)\bfail|\berror\b|\bcrash(?:es|ed|ing)?\b|\bstuck\b|\bOOM\b|失败|报错|错误|异常|崩溃|卡死|卡住"
+    r"|撑爆|爆显存|显存不足|无法|不可用"
+    r"|\bcan(?:no|')t (?:start|run|load|serve|connect|find|bind|allocate)\b|\bunable to\b"
+    r"|\bnot working\b|\bdoes(?:n't| not) work\b|\bhangs?\b|\bhanging\b"
+    r"|起不来|启动不了|跑不起来|挂掉|挂了|无响应"
+)
+# Serving activity (a request was answered): access lines of POSTs, stats lines with running
+# requests, SGLang batches. Searched with str.find per block until the first one is found.
+_READY_MARKER = "Application startup complete"  # uvicorn, once the API server is up
+# A class the rules list as start-up only keeps this share of its probability when the server was
+# up before the first failure (it cannot be the cause then, unless the log is two runs pasted).
+STARTUP_AFTER_READY = 0.05
+_SERVED_MARKERS = (
+    'HTTP/1.1" 200',
+    'HTTP/1.0" 200',
+    "Avg generation throughput: ",
+    "Decode batch",
+    "Prefill batch",
+    "Added request ",
+    "Received request ",
+)
+_SERVED_RUNNING_RE = re.compile(r"Running: [1-9]\d* reqs|generation throughput: (?!0\.0\b)\d")
+# A request handler on the failing stack (the failure happened while answering).
+_REQUEST_CTX_MARKERS = ("serving_chat.py", "serving_completion.py", "in run_asgi", "run_event_loop")
 # "X is not supported" from a person or a program without a log level (a WARNING saying so is
 # usually a harmless fallback: "Pin memory is not supported on CPU").
 _NOT_SUPPORTED_RE = re.compile(r"(?i)not supported|unsupported|不支持")
@@ -168,7 +254,7 @@ _HARD_FAIL_RE = re.compile(
 )
 
 DEFAULT_SETTLE: dict[int | None, tuple[str, ...]] = {
-    1: ("npu-smi info", "ascend-deploy versions", "ascend-deploy compat --check"),
+    1: ("npu-smi info", "ascend-deploy versions", "ascend-deploy compat check"),
     2: (
         "grep -A3 quantization_config MODEL_DIR/config.json",
         "ascend-deploy versions",
@@ -176,11 +262,15 @@ DEFAULT_SETTLE: dict[int | None, tuple[str, ...]] = {
     ),
     3: ("ascend-deploy procs", "npu-smi info", "ss -ltnp"),
     4: ("npu-smi info", "start once with --enforce-eager", "ascend-deploy versions"),
-    5: ("npu-smi info", "ascend-deploy plan MODEL_DIR", "python -m vllm.collect_env"),
+    5: (
+        "npu-smi info",
+        "npu-smi info | ascend-deploy plan --model-dir MODEL_DIR --npu-smi-file -",
+        "python -m vllm.collect_env",
+    ),
     6: (
         "curl -s localhost:8000/metrics | grep -E 'kv_cache_usage|num_preemptions'",
         "npu-smi info",
-        "ascend-deploy plan MODEL_DIR",
+        "npu-smi info | ascend-deploy plan --model-dir MODEL_DIR --npu-smi-file -",
     ),
     7: (
         "ls MODEL_DIR/quant_model_description.json",
@@ -189,7 +279,7 @@ DEFAULT_SETTLE: dict[int | None, tuple[str, ...]] = {
     ),
     8: (
         "grep -E 'num_(attention|key_value)_heads' MODEL_DIR/config.json",
-        "ascend-deploy plan MODEL_DIR",
+        "npu-smi info | ascend-deploy plan --model-dir MODEL_DIR --npu-smi-file -",
         "python -m vllm.collect_env",
     ),
     None: ("npu-smi info", "ascend-deploy versions", "python -m vllm.collect_env"),
@@ -222,28 +312,55 @@ def _scoped(pattern: str) -> str:
 def normalise(line: str) -> tuple[str, str]:
     """(message, level) of one raw log line, with colours and prefixes removed."""
     text = _ANSI_RE.sub("", line).replace("\x00", "").rstrip("\r\n")
+    if "^[" in text or text.startswith("["):
+        text = _BROKEN_ANSI_RE.sub("", text)
     level = "info"
-    for _ in range(6):  # prefixes nest: timestamp, compose, process, rank, glog, plog
+    stated_level = False  # the line carries its own level (a program wrote it)
+    boxed = False
+    for _ in range(8):  # prefixes nest: bars, timestamp, compose, process, rank, glog, plog
         before = text
-        for rx in (_DOCKER_TS_RE, _PY_TS_RE, _JOURNAL_RE, _COMPOSE_RE, _PROC_RE):
+        m = _LEAD_BAR_RE.match(text)
+        if m:
+            boxed = boxed or any(ch in m.group(0) for ch in "│┃║")
+            text = text[m.end() :]
+        text = text.lstrip(" \t`")
+        for rx in (_DOCKER_TS_RE, _PY_TS_RE, _JOURNAL_RE, _COMPOSE_RE, _PROC_RE, _PID_RE):
             text = rx.sub("", text, count=1)
+        text = _HOST_STREAM_RE.sub("", text, count=1)
         m = _GLOG_RE.match(text) or _PLOG_RE.match(text)
         if m:
             level = _LEVELS.get(m.group(1), level)
+            stated_level = True
+            text = text[m.end() :]
+        m = _LOGGER_RE.match(text)
+        if m:
+            hdr = next(v for v in m.groups() if v)
+            level = _LEVELS.get(hdr, "info")
+            stated_level = True
             text = text[m.end() :]
         if text == before:
             break
+    if boxed:
+        text = _TRAIL_BOX_RE.sub("", text)
     m = _VLLM_HDR_RE.match(text) or _UVICORN_RE.match(text) or _PYLEVEL_RE.match(text)
     if m:
         hdr = m.group("level") or m.groupdict().get("level2")
         level = _LEVELS.get(hdr or "", "info")
+        stated_level = True
         text = text[m.end() :]
     msg = text.strip()
     if _EXC_RE.match(msg):
         level = "exception"
     elif level != "error" and (_CANN_CODE_RE.search(msg) or msg.startswith("ERROR")):
         level = "error"
+    elif (level == "error" or not stated_level) and _EXC_INLINE_RE.search(msg):
+        level = "exception"
     return msg, level
+
+
+def exception_in(msg: str) -> re.Match[str] | None:
+    """The exception (type and message) a normalised line holds, at its start or quoted inside."""
+    return _EXC_RE.match(msg) or _EXC_INLINE_RE.search(msg)
 
 
 def _excerpt(text: str) -> str:
@@ -317,6 +434,7 @@ class _GateSet:
         fallback_ids: frozenset[int],
         extra: list[str],
         lower: bool = False,
+        targeted: list[tuple[re.Pattern[str], frozenset[int]]] | None = None,
     ):
         anchors: dict[str, set[int]] = {}
         for lit, anchor in choose_anchors(by_literal).items():
@@ -328,6 +446,7 @@ class _GateSet:
         }
         self.fallback_ids = fallback_ids
         self.lower = lower
+        self.targeted = list(targeted or ())
         groups: dict[str, list[str]] = {}
         for k in keys:
             groups.setdefault(k[0], []).append(k[1:])
@@ -354,10 +473,17 @@ class _GateSet:
 
     def scan(self, text: str, cand: dict[int, frozenset[int]]) -> None:
         """Add ``line index -> entry ids`` for every anchor found in ``text``."""
-        if not self.gates and not self.wide:
+        if not self.gates and not self.wide and not self.targeted:
             return
         if self.lower:
             text = text.lower()
+        for rx, tids in self.targeted:  # gated patterns: the line of each match
+            pos, line = 0, 0
+            for m in rx.finditer(text):
+                line += text.count("\n", pos, m.start())
+                pos = m.start()
+                got = cand.get(line)
+                cand[line] = tids if got is None else got | tids
         found: list[tuple[int, str]] = []
         inner = self.inner
         for rx in self.gates if text.isascii() else self.gates + self.wide:
@@ -393,10 +519,24 @@ class Diagnoser:
     """Feed text with :meth:`feed_text` / :meth:`feed_stream` (or lines with :meth:`feed`);
     :meth:`result` gives the findings."""
 
-    def __init__(self, rules: RuleSet | list[Rule] | None = None, prefilter: bool = True):
+    def __init__(
+        self,
+        rules: RuleSet | list[Rule] | None = None,
+        prefilter: bool = True,
+        model: Model | bool | None = True,
+    ):
         """``prefilter=False`` looks at every line with every pattern (slow; the reference the
-        tests compare the prefilter with)."""
+        tests compare the prefilter with). ``model``: the learned stage (True: the packaged
+        model when there is one; None or False: rules only)."""
         self.prefilter = prefilter
+        self.model: Model | None = default_model() if model is True else (model or None)
+        self._head: list[tuple[int, str]] = []
+        self._seen_head: list[tuple[int, str]] = []
+        self._seen_tail: deque[tuple[int, str]] = deque(maxlen=SEEN_TAIL)
+        self._first_failure: int | None = None
+        self._traceback = False
+        self._bug_title = False
+        self._proposal = False  # a documentation/feature/RFC thread: its prose is no report
         if rules is None:
             rules = default_rules()
         self.ruleset = rules if isinstance(rules, RuleSet) else RuleSet(tuple(rules))
@@ -413,6 +553,11 @@ class Diagnoser:
         self._guess_codes: dict[str, tuple[CodeEntry, int, str]] = {}
         self._guess_exc: list[tuple[Any, int, str, bool]] = []
         self._ctx: dict[str, dict[str, tuple[int, str]]] = {}
+        self._cleared: set[str] = set()  # rules withdrawn by a healthy sequel (cleared_by)
+        self._served_at: int | None = None  # first line showing a request was served
+        self._ready_at: int | None = None  # first line showing the server was up
+        self._served_line = ""
+        self._request_ctx = False  # a request handler is on the failing stack
         self._failure_specials: set[int] = set()
 
         self._context = [(r, c) for r in self.rules for c in r.context]
@@ -457,8 +602,17 @@ class Diagnoser:
         fallback: list[str] = []
         fallback_ids: set[int] = {0}
         covered: set[int] = set()
+        gated: list[tuple[re.Pattern[str], frozenset[int]]] = []
 
-        def add(kind: str, rule: Rule, obj: Any, src: str, window: bool, mn: float | None) -> None:
+        def add(
+            kind: str,
+            rule: Rule,
+            obj: Any,
+            src: str,
+            window: bool,
+            mn: float | None,
+            gate: re.Pattern[str] | None = None,
+        ) -> None:
             anchored = "^" in src.replace("\\^", "").replace("[^", "") or src.endswith("$")
             pre = None
             if kind != "special" and not anchored:
@@ -472,6 +626,9 @@ class Diagnoser:
                 ci = any(a.startswith("(?i)") for req in must for a in req)
                 lits = [tuple(a.removeprefix("(?i)").lower() if ci else a for a in r) for r in must]
                 self._must[idx] = (ci, tuple(lits))
+            if gate is not None:  # its own regex over the lower-cased block, not an anchor
+                gated.append((gate, frozenset({idx})))
+                return
             groups = cheapest_requirements(src) or cheapest_requirements(src, minimum=3)
             if window:
                 groups = _wrap_proof(requirements(src) or groups)
@@ -498,9 +655,19 @@ class Diagnoser:
                     fallback_ids.add(len(self._entries) - 1)  # exception lines: failure words
                     self._failure_specials.add(len(self._entries) - 1)
                     continue
-                add("special" if special else "plain", r, p, p.regex.pattern, special, p.min_value)
+                add(
+                    "special" if special else "plain",
+                    r,
+                    p,
+                    p.regex.pattern,
+                    special,
+                    p.min_value,
+                    p.gate,
+                )
             for c in r.context:
                 add("context", r, c, c.pattern, False, None)
+            for c in r.cleared_by:
+                add("clear", r, c, c.pattern, False, None)
         for word in _FAILURE_ANCHORS:
             by_literal.setdefault(word, set()).add(0)
         self._failure_specials |= covered
@@ -510,7 +677,7 @@ class Diagnoser:
         for lit, ids in by_literal.items():
             by_literal_ci.setdefault(lit.lower(), set()).update(ids)
         self._gate_sets = [
-            _GateSet(by_literal_ci, self._fallback_ids, [], lower=True),
+            _GateSet(by_literal_ci, self._fallback_ids, [], lower=True, targeted=gated),
             # Patterns without a literal; CANN codes as every scheme reads them (upper case).
             _GateSet({}, self._fallback_ids, [*fallback, _CANN_CODE_GATE]),
         ]
@@ -550,6 +717,19 @@ class Diagnoser:
             lines.pop()
         base = self.lines
         self.lines += len(lines)
+        if base < HEAD_LINES:
+            for i, raw in enumerate(lines[: HEAD_LINES - base]):
+                msg = normalise(raw)[0]
+                if msg:
+                    self._head.append((base + i + 1, _excerpt(msg)))
+                    if _PROPOSAL_TITLE_RE.match(msg):
+                        self._proposal = True
+        if self._served_at is None:
+            self._scan_served(text, base)
+        if self._ready_at is None:
+            i = text.find(_READY_MARKER)
+            if i >= 0:
+                self._ready_at = base + text.count("\n", 0, i) + 1
         cand: dict[int, frozenset[int]] = {}
         if self.prefilter:
             for gs in self._gate_sets:
@@ -609,9 +789,39 @@ class Diagnoser:
                     self._line(n, raw, frozenset())
         for i in sorted(need):
             self._line(base + i + 1, lines[i], need[i])
+        if self._strong_failure and not self._request_ctx:  # only blocks with a failure
+            self._request_ctx = any(m in text for m in _REQUEST_CTX_MARKERS)
         if w > 1:
             first = max(0, len(lines) - w + 1)
             self._tail = [(base + i + 1, lines[i]) for i in range(first, len(lines))]
+
+    def _scan_served(self, text: str, base: int) -> None:
+        """Record the first line that shows a served request (time-aware pitfall 5 vs 6)."""
+        best: tuple[int, str] | None = None
+        for marker in _SERVED_MARKERS:
+            i = text.find(marker)
+            tries = 0
+            while i >= 0 and tries < 64:
+                tries += 1
+                start = text.rfind("\n", 0, i) + 1
+                if best is not None and start >= best[0]:
+                    break
+                end = text.find("\n", i)
+                line = text[start : end if end >= 0 else len(text)]
+                ok = (
+                    "POST" in line
+                    if marker.startswith("HTTP")
+                    else bool(_SERVED_RUNNING_RE.search(line))
+                    if marker.startswith("Avg")
+                    else True
+                )
+                if ok:
+                    best = (start, line)
+                    break
+                i = text.find(marker, i + len(marker))
+        if best is not None:
+            self._served_at = base + text.count("\n", 0, best[0]) + 1
+            self._served_line = _excerpt(normalise(best[1])[0])
 
     def feed_stream(
         self,
@@ -683,6 +893,19 @@ class Diagnoser:
         buf.append((n, msg, level, ids))
         if not msg:
             return
+        if (
+            self._proposal
+            and level == "info"
+            and not _LEVEL_WORD_RE.search(raw[:80])
+            and not _EXC_RE.match(msg)
+            and not msg.startswith(("Traceback", "File ", "raise ", "During handling"))
+        ):
+            return  # a proposal's prose ("... when memory is insufficient") reports nothing
+        seen = (n, _excerpt(msg))
+        if len(self._seen_head) < SEEN_HEAD:
+            self._seen_head.append(seen)
+        else:
+            self._seen_tail.append(seen)
         entries = self._entries
         if 0 in ids:  # a failure word, or a piece of an over-long line: try everything
             ids = ids | self._failure_specials
@@ -694,11 +917,18 @@ class Diagnoser:
                 self._match_pattern(rule, obj, n, msg, level)  # type: ignore[arg-type]
             elif kind == "context" and obj.search(msg):
                 self._ctx.setdefault(rule.id, {})[obj.pattern] = (n, _excerpt(msg))  # type: ignore[union-attr]
+            elif kind == "clear" and obj.search(msg):  # type: ignore[union-attr]
+                self._cleared.add(rule.id)  # type: ignore[union-attr]
         specials = {e for item in buf for e in item[3] if entries[e][0] == "special"}
         for e in sorted(specials):
             _k, rule, pat, _pre = entries[e]
             self._match_special(rule, pat, n, level)  # type: ignore[arg-type]
+        harmless = self.ruleset.harmless
+        if harmless is not None and harmless.search(msg):
+            return  # an ERROR line upstream calls harmless: no failure evidence
         exc = _EXC_RE.match(msg)
+        if exc is None and level == "exception":
+            exc = _EXC_INLINE_RE.search(msg)
         failure = (level == "error") or (
             exc is not None and not exc.group("type").endswith("Warning")
         )
@@ -708,18 +938,27 @@ class Diagnoser:
         if exc is not None and exc.group("msg") is not None:
             self._last_exc = (n, exc.group("type"), msg)
             self._exceptions(n, msg, level, exc.group("type"), exc.group("msg") or "")
+        if msg.startswith("Traceback"):
+            self._traceback = True
         if failure or msg.startswith("Traceback") or _HARD_FAIL_RE.search(msg):
+            if self._first_failure is None:
+                self._first_failure = n
             self._strong_failure = True
             self._failures.append((n, msg, exc.group("type") if exc else None))
         elif (  # prose: "fails", "启动失败" (weak evidence)
             _FAIL_WORDS_RE.search(msg)
             or (_NOT_SUPPORTED_RE.search(msg) and not _LEVEL_WORD_RE.search(raw))
-        ) and not _NO_ERROR_FIELD_RE.match(msg.strip()):
+        ) and not (_NO_ERROR_FIELD_RE.match(msg.strip()) or _TEMPLATE_HEADING_RE.match(msg)):
             self._failures.append((n, msg, None))
             # A person's statement (no log level on the line) that it failed is a failure; a
             # program's INFO/WARNING line saying "failed to import x, falling back" is not.
             if not _LEVEL_WORD_RE.search(raw[:80]):
                 self._stated_failure = True
+        elif _BUG_TITLE_RE.match(msg):  # "[Bug]: <what failed>" with no failure word
+            self._failures.append((n, msg, None))
+            self._stated_failure = True
+        if _BUG_TITLE_RE.match(msg):
+            self._bug_title = True
 
     def _hit(self, rule: Rule) -> _Hit:
         hit = self.hits.get(rule.id)
@@ -887,7 +1126,7 @@ class Diagnoser:
                         add(rule.id, 1.0, n, msg)
                         break
         settle_default = DEFAULT_SETTLE[None]
-        if not scores and not strong:
+        if not strong:  # warnings and program lines saying "failed to X, falling back"
             return None
         if not scores:
             evidence = [m for _n, m, _t in fails[-MAX_EVIDENCE:]]
@@ -928,23 +1167,193 @@ class Diagnoser:
             "settle": list(rule.settle or DEFAULT_SETTLE.get(rule.pitfall, settle_default)),
         }
 
+    def _under_load(self) -> None:
+        """An out-of-memory after requests were served (or raised inside a request handler) is
+        the load outgrowing the memory (pitfall 6), not a start-up that does not fit (5)."""
+        oom = self.hits.get("npu_out_of_memory")
+        rule = self._by_id.get("oom_under_load")
+        if oom is None or rule is None or oom.first is None:
+            return
+        served_first = self._served_at is not None and self._served_at < oom.first[0]
+        if not (served_first or self._request_ctx):
+            return
+        hit = self._hit(rule)
+        hit.first, hit.count, hit.level = oom.first, oom.count, oom.level
+        hit.last, hit.last_line, hit.bonus = oom.last, oom.last_line, oom.bonus
+        if served_first:
+            hit.context["served"] = (self._served_at or 0, f"served before: {self._served_line}")
+        del self.hits["npu_out_of_memory"]
+
+    def _rank(self) -> list[_Hit]:
+        """Causes before consequences, then score; a rule that defers to another matching rule
+        ranks just below it."""
+        hits = [h for h in self.hits.values() if h.rule.id not in self._cleared]
+
+        def score(h: _Hit) -> int:
+            above = [self.hits[d].score for d in h.rule.defer_to if d in self.hits]
+            return min(h.score, min(above) - 1) if above else h.score
+
+        return sorted(
+            hits, key=lambda h: (h.rule.kind == "cause", score(h), h.last_line), reverse=True
+        )
+
     def result(self) -> dict[str, Any]:
         for rid, ctx in self._ctx.items():
             if rid in self.hits:
                 self.hits[rid].context.update(ctx)
-        ranked = sorted(
-            self.hits.values(),
-            key=lambda h: (h.rule.kind == "cause", h.score, h.last_line),
-            reverse=True,
-        )
+        self._under_load()
+        ranked = self._rank()
         findings = [self._finding(h) for h in ranked]
-        out: dict[str, Any] = {"findings": findings, "lines": self.lines}
+        out: dict[str, Any] = {"findings": findings, "lines": self.lines, "stage": None}
+        guess = None if findings else self._guess()
         if not findings:
-            guess = self._guess()
+            out["last_errors"] = list(self.last_errors)
+        if self.model is not None and (findings or guess is not None):
+            self._learned(out, ranked, guess)
+        else:
             if guess is not None:
                 findings.append(guess)
-            out["last_errors"] = list(self.last_errors)
+            if findings:
+                out["stage"] = "rules" if not findings[0].get("guess") else "guess"
+            for f in findings:
+                f.setdefault("stage", out["stage"])
         return out
+
+    # --- the learned stage ----------------------------------------------------------------
+
+    def up_before_failure(self) -> bool:
+        """The server was up (or had served a request) before the first failure line."""
+        ups = [n for n in (self._ready_at, self._served_at) if n is not None]
+        return bool(ups) and self._first_failure is not None and min(ups) < self._first_failure
+
+    def shapes(self) -> list[str]:
+        """Shape flags of the log for the learned stage."""
+        out = []
+        if self._served_at is not None:
+            out.append("served")
+            if self._first_failure is not None and self._served_at < self._first_failure:
+                out.append("served_before_failure")
+        if self._request_ctx:
+            out.append("request_ctx")
+        if self._traceback:
+            out.append("traceback")
+        if self._bug_title:
+            out.append("bug_title")
+        if self._stated_failure and not self._strong_failure:
+            out.append("prose_only")
+        if "kv_cache_exhausted" in self.hits:
+            out.append("kv_high")
+        return out
+
+    def learned_lines(self) -> list[tuple[int, str]]:
+        """The lines the learned stage reads: the first lines and the looked-at lines; from the
+        moment the server was up when that was before the first failure (the start-up went
+        well, so its lines say nothing about what failed)."""
+        merged = dict(self._head)
+        merged.update(self._seen_head)
+        merged.update(self._seen_tail)
+        if self.up_before_failure():
+            up = min(n for n in (self._ready_at, self._served_at) if n is not None)
+            return sorted((n, m) for n, m in merged.items() if n >= up)
+        return sorted(merged.items())
+
+    def learned_features(self) -> set[str]:
+        return _features.doc_features((m for _n, m in self.learned_lines()), self.shapes())
+
+    def _learned(self, out: dict[str, Any], ranked: list[_Hit], guess: dict | None) -> None:
+        """Rank the classes. A specific rule finding decides (its confidence: how often rules
+        of its specificity were right in training) and the classifier ranks the alternatives.
+        Otherwise the classifier's probabilities are combined with the rules' weak vote (a
+        low-specificity finding or the keyword/code guess, weighted by its precision in
+        training) and the learned stage decides, with the lines that drove it."""
+        model = self.model
+        assert model is not None
+        post = model.posterior(self.learned_features(), exclude=[NONE])
+        if self.ruleset.startup_classes and self.up_before_failure():
+            post = _rule_out(post, self.ruleset.startup_classes, STARTUP_AFTER_READY)
+        findings = out["findings"]
+        causes = [h for h in ranked if h.rule.kind == "cause"]
+        vote = None
+        if causes:
+            spec = max(causes[0].rule.specificity, causes[0].bonus)
+            vote = (causes[0].rule.label, model.rule_precision(spec), spec >= model.weak_below)
+        elif guess is not None and guess["rule"] != "unclassified":
+            vote = (self._label(guess), model.guess_confidence, False)
+        if vote and vote[2]:  # a specific rule decides; the classifier ranks the alternatives
+            rest = [(c, p) for c, p in post if c != vote[0]]
+            scale = (1 - vote[1]) / (sum(p for _c, p in rest) or 1.0)
+            ranking = [(vote[0], vote[1])] + [(c, p * scale) for c, p in rest]
+        else:
+            ranking = model.calibrated(model.combine(post, vote[0], vote[1]) if vote else post)
+        top, conf = ranking[0]
+        same = next((f for f in findings if not f.get("guess") and self._label(f) == top), None)
+        out["stage"] = "rules" if vote and vote[2] and top == vote[0] else "learned"
+        if same is not None:  # a rule finding of the winning class: its evidence and fix
+            findings.remove(same)
+            findings.insert(0, same)
+        elif guess is not None and self._label(guess) == top:
+            findings.insert(0, guess)
+        else:
+            findings.insert(0, self._learned_finding(ranking))
+        findings[0]["confidence"] = round(conf, 2)
+        for f in findings:
+            f.setdefault("stage", "rules")
+        findings[0]["stage"] = out["stage"]
+        out["ranking"] = [self._ranked(c, p) for c, p in ranking[:RANKING]]
+
+    @staticmethod
+    def _label(finding: dict[str, Any]) -> str:
+        return str(finding["pitfall"]) if finding.get("pitfall") is not None else finding["rule"]
+
+    def _ranked(self, label: str, confidence: float) -> dict[str, Any]:
+        rule = self.ruleset.rule_for_class(label)
+        return {
+            "class": label,
+            "rule": rule.id if rule else label,
+            "title": rule.title if rule else label,
+            "confidence": round(confidence, 3),
+        }
+
+    def _learned_finding(self, post: list[tuple[str, float]]) -> dict[str, Any]:
+        model = self.model
+        assert model is not None
+        top, conf = post[0]
+        second = post[1][0] if len(post) > 1 else top
+        rule = self.ruleset.rule_for_class(top)
+        lines = self.learned_lines()
+        leaning = []
+        for n, msg in lines:
+            lean = model.lean(_features.line_features(msg), top, second) if second != top else 0
+            if lean > 0:
+                leaning.append((lean, n, msg))
+        chosen = sorted(sorted(leaning, reverse=True)[:EXPLAIN_LINES], key=lambda t: t[1])
+        evidence = [m for _l, _n, m in chosen] or [m for _n, m, _t in list(self._failures)[-2:]]
+        pitfall = rule.pitfall if rule else (int(top) if top.isdigit() else None)
+        settle = rule.settle if rule and rule.settle else DEFAULT_SETTLE.get(pitfall, ())
+        return {
+            "pitfall": pitfall,
+            "rule": rule.id if rule else top,
+            "title": rule.title if rule else top,
+            "evidence": evidence,
+            "fix": rule.fix if rule else "",
+            "explanation": rule.explanation if rule else "",
+            "variable": rule.variable if rule else None,
+            "kind": "guess",
+            "matches": len(chosen),
+            "score": 0,
+            "guess": True,
+            "confidence": round(conf, 2),
+            "settle": list(settle or DEFAULT_SETTLE[None]),
+        }
+
+
+def _rule_out(
+    post: list[tuple[str, float]], classes: frozenset[str], keep: float
+) -> list[tuple[str, float]]:
+    """The posterior with ``classes`` scaled by ``keep``, renormalised and re-sorted."""
+    scaled = [(c, p * keep if c in classes else p) for c, p in post]
+    total = sum(p for _c, p in scaled) or 1.0
+    return sorted(((c, p / total) for c, p in scaled), key=lambda t: (-t[1], t[0]))
 
 
 def iter_lines(stream: IO[bytes]) -> Iterator[str]:
@@ -977,40 +1386,96 @@ def _looks_binary(head: bytes) -> bool:
     return bad * 10 > len(text)
 
 
-def open_log(path: str) -> IO[bytes]:
-    """Binary stream of a log file (``-`` = stdin; gzip detected by name or magic bytes)."""
+class _TimedReader(io.RawIOBase):
+    """A pipe or terminal read with a deadline: each read waits at most until the deadline
+    (``--max-seconds`` bounds a writer that never writes or never closes)."""
+
+    def __init__(self, fd: int, name: str, deadline: float, max_seconds: float):
+        super().__init__()
+        self._fd, self._name, self._deadline, self._max = fd, name, deadline, max_seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self._deadline - time.monotonic()
+        ready = select.select([self._fd], [], [], max(0.0, remaining))[0] if remaining > 0 else []
+        if not ready:
+            raise InputError(
+                f"{self._name}: no more log text arrived within {self._max:g} s (--max-seconds); "
+                "the writer is stuck or never closed the pipe: give the log as a file "
+                "(docker logs NAME > FILE; ascend-deploy diagnose FILE) or raise --max-seconds"
+            )
+        data = os.read(self._fd, len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+_NOT_A_LOG_FILE = "; give the log file, or pipe it: cat FILE | ascend-deploy diagnose -"
+
+
+def open_log(path: str, max_seconds: float = DEFAULT_MAX_SECONDS) -> IO[bytes]:
+    """Binary stream of a log (``-`` = stdin; gzip detected by name or magic bytes). Only a
+    regular file is opened (a FIFO or device is refused at once); standard input that is a
+    pipe or terminal is read with every wait bounded by ``max_seconds``."""
+    deadline = time.monotonic() + max_seconds
     if path == "-":
-        return sys.stdin.buffer
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory; give the log file (or - for standard input)")
-    try:
-        fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 (closed by the caller)
-    except FileNotFoundError:
-        raise InputError(f"{path}: log file not found") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the log ({exc.strerror})") from None
-    magic = fh.read(2)
-    fh.seek(0)
-    if path.endswith(".gz") or magic == b"\x1f\x8b":
-        return gzip.open(fh, "rb")  # type: ignore[return-value]
-    return fh
+        try:
+            fd = sys.stdin.fileno()
+        except (AttributeError, ValueError, OSError):
+            raise InputError("standard input is closed; give the log file") from None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            raw: IO[bytes] = os.fdopen(fd, "rb", closefd=False)
+        else:
+            raw = io.BufferedReader(_TimedReader(fd, "standard input", deadline, max_seconds))
+        name = "-"
+    else:
+        fdp = open_regular(path, "log", _NOT_A_LOG_FILE)
+        if fdp is None:
+            raise InputError(f"{path}: log file not found")
+        raw = os.fdopen(fdp, "rb")
+        name = path
+    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    if name.endswith(".gz") or head == b"\x1f\x8b":
+        return _OwningGzip(raw)  # type: ignore[return-value]
+    return raw
+
+
+class _OwningGzip(gzip.GzipFile):
+    """A gzip stream that closes the file it reads when it is closed."""
+
+    def __init__(self, raw: IO[bytes]):
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
 
 
 _open = open_log  # older name
 
 
 def diagnose_lines(
-    lines: Iterable[str], rules: RuleSet | list[Rule] | None = None
+    lines: Iterable[str],
+    rules: RuleSet | list[Rule] | None = None,
+    model: Model | bool | None = True,
 ) -> dict[str, Any]:
-    d = Diagnoser(rules)
+    d = Diagnoser(rules, model=model)
     for line in lines:
         d.feed(line)
     return d.result()
 
 
-def diagnose_text(text: str, rules: RuleSet | list[Rule] | None = None) -> dict[str, Any]:
+def diagnose_text(
+    text: str,
+    rules: RuleSet | list[Rule] | None = None,
+    model: Model | bool | None = True,
+) -> dict[str, Any]:
     """Findings for a pasted log (one string); ``result["findings"][0]`` is the best answer."""
-    d = Diagnoser(rules)
+    d = Diagnoser(rules, model=model)
     d.feed_text(text)
     return d.result()
 
@@ -1090,13 +1555,12 @@ def diagnose_file(
 ) -> dict[str, Any]:
     """Diagnose a log file (``-`` = stdin, gzip decompressed on the fly), within the caps."""
     name = describe_path(path)
-    fh = open_log(path)
+    fh = open_log(path, max_seconds)
     d = Diagnoser(rules)
     try:
         diagnose_stream(d, fh, name, max_mb, max_seconds)
     finally:
-        if fh is not sys.stdin.buffer:
-            fh.close()
+        fh.close()
     if d.lines == 0:
         raise InputError(f"{name}: the log is empty; nothing to diagnose")
     result = d.result()
@@ -1104,8 +1568,24 @@ def diagnose_file(
     return result
 
 
+_STAGE_WORDS = {
+    "rules": "decided by the rules (a known signature)",
+    "learned": "decided by the learned stage (no specific signature; the classifier ranked the "
+    "classes)",
+    "guess": "a guess from keywords and codes (learned stage unavailable)",
+}
+
+
+def _ranking_lines(result: dict[str, Any]) -> list[str]:
+    ranking = result.get("ranking") or []
+    if not ranking:
+        return []
+    parts = [f"{r['class']} {r['confidence']:.0%}" for r in ranking]
+    return [f"Top classes: {', '.join(parts)}"]
+
+
 def render(result: dict[str, Any]) -> str:
-    """Human-readable report: most likely cause first."""
+    """Human-readable report: most likely cause first, which stage decided, the top classes."""
     src = result.get("source", "log")
     findings = result.get("findings") or []
     if not findings:
@@ -1118,6 +1598,7 @@ def render(result: dict[str, Any]) -> str:
             out.append("Last error lines:")
             out += [f"  {line}" for line in last]
         return "\n".join(out)
+    stage = result.get("stage") or ("guess" if findings[0].get("guess") else "rules")
     if findings[0].get("guess"):
         g = findings[0]
         pit = (
@@ -1129,7 +1610,8 @@ def render(result: dict[str, Any]) -> str:
         )
         out = [
             f"{src}: no known failure signature in {result.get('lines', 0)} lines; best guess "
-            f"(confidence {g['confidence']:.0%}):",
+            f"(confidence {g.get('confidence') or 0:.0%}), {_STAGE_WORDS.get(stage, stage)}.",
+            *_ranking_lines(result),
             f"\n1. [{pit}] {g['title']} ({g['rule']}) - GUESS",
         ]
         out += [f"   > {ev}" for ev in g["evidence"]]
@@ -1138,9 +1620,16 @@ def render(result: dict[str, Any]) -> str:
         out.append(f"   Fix if confirmed: {fix}")
         out.append("   To settle it, run:")
         out += [f"     {cmd}" for cmd in g.get("settle", [])]
-        return "\n".join(out)
-    out = [f"{src}: {len(findings)} finding(s), most likely root cause first."]
-    for i, f in enumerate(findings, 1):
+        rest = findings[1:]
+    else:
+        out = [
+            f"{src}: {len(findings)} finding(s), most likely root cause first; "
+            f"{_STAGE_WORDS.get(stage, stage)}.",
+            *_ranking_lines(result),
+        ]
+        rest = findings
+    start = len(findings) - len(rest) + 1
+    for i, f in enumerate(rest, start):
         pit = f"pitfall {f['pitfall']}" if f["pitfall"] else "neighbour"
         out.append(f"\n{i}. [{pit}] {f['title']} ({f['rule']})")
         for ev in f["evidence"]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import AscendDeployError
 from .engine import Diagnoser, diagnose_stream, open_log
+from .learned import Model
 from .rules import RuleSet
 
 EVIDENCE_CHARS = 300  # of the first two evidence lines quoted in a summary
@@ -40,18 +41,21 @@ def describe(finding: dict[str, Any]) -> str:
     return text
 
 
-def diagnose_paths(paths: Sequence[str], rules: RuleSet) -> dict[str, Any]:
+def diagnose_paths(
+    paths: Sequence[str], rules: RuleSet, model: Model | None = None
+) -> dict[str, Any]:
     """Diagnose every file together (most likely cause first), each finding with its ``summary``.
+    ``model``: the learned stage (the Ansible modules pass it as content; None: rules only).
 
     Missing files are listed in ``missing`` (a crashed container may leave no log), files that
     cannot be read as text logs in ``unreadable`` with the reason; ``sources`` are those read.
     """
-    diagnoser = Diagnoser(rules)
+    diagnoser = Diagnoser(rules, model=model if model is not None else False)
     missing: list[str] = []
     read: list[str] = []
     unreadable: list[dict[str, str]] = []
     for path in paths:
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             missing.append(path)
             continue
         try:

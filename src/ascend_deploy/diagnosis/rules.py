@@ -38,6 +38,7 @@ class Pattern:
     check: str | None = None
     window: int = 1
     exception: re.Pattern[str] | None = None
+    gate: re.Pattern[str] | None = None  # searched in the lower-cased block instead of anchors
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,13 @@ class Rule:
     variable: str | None
     keywords: tuple[re.Pattern[str], ...] = ()
     settle: tuple[str, ...] = ()
+    cleared_by: tuple[re.Pattern[str], ...] = ()
+    defer_to: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The class this rule names: its pitfall number, or its id for a neighbour."""
+        return str(self.pitfall) if self.pitfall is not None else self.id
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,11 @@ class RuleSet:
     rules: tuple[Rule, ...]
     codes: tuple[CodeEntry, ...] = ()
     exceptions: tuple[ExceptionEntry, ...] = ()
+    classes: tuple[tuple[str, str], ...] = ()  # (pitfall class, rule id that words it)
+    # Lines upstream calls harmless although they are written at ERROR level (joined regex).
+    harmless: re.Pattern[str] | None = None
+    # Classes that only happen while the server starts: ruled out once it was up before the failure.
+    startup_classes: frozenset[str] = frozenset()
 
     # Existing callers treat the rules as a list.
     def __iter__(self):
@@ -92,6 +105,16 @@ class RuleSet:
 
     def by_id(self) -> dict[str, Rule]:
         return {r.id: r for r in self.rules}
+
+    def rule_for_class(self, label: str) -> Rule | None:
+        """The rule that words a class: the class's entry in ``classes``, the neighbour rule of
+        that id, or the most specific rule of that pitfall."""
+        by_id = self.by_id()
+        rid = dict(self.classes).get(label, label)
+        if rid in by_id:
+            return by_id[rid]
+        of_class = [r for r in self.rules if r.label == label]
+        return max(of_class, key=lambda r: r.specificity) if of_class else None
 
 
 def compile_regex(text: str, where: str, flags: int = 0) -> re.Pattern[str]:
@@ -128,7 +151,10 @@ def _pattern(p: Any, where: str) -> Pattern:
         p.get("check"),
         window,
         compile_regex(rf"(?:{exc})\Z", where) if exc else None,
+        compile_regex(p["gate"], where) if p.get("gate") else None,
     )
+    if pat.gate is not None and (pat.window > 1 or pat.exception is not None):
+        raise ValueError("gate is for single-line patterns")
     if pat.check not in (None, "garbage"):
         raise ValueError(f"check must be garbage, got {pat.check!r}")
     if (pat.min_value is not None or pat.check) and "value" not in pat.regex.groupindex:
@@ -162,6 +188,8 @@ def _rule(raw: dict, where: str) -> Rule:
         variable=raw.get("variable"),
         keywords=keywords,
         settle=tuple(str(s) for s in raw.get("settle", [])),
+        cleared_by=tuple(compile_regex(c, where) for c in raw.get("cleared_by", [])),
+        defer_to=tuple(str(d) for d in raw.get("defer_to", [])),
     )
 
 
@@ -220,6 +248,22 @@ def parse_rules(doc: Any, path: str = "diagnose rules") -> RuleSet:
             raise InputError(f"{where}: duplicate rule id {rule.id!r}")
         seen.add(rule.id)
         rules.append(rule)
+    for rule in rules:
+        unknown = [d for d in rule.defer_to if d not in seen]
+        if unknown:
+            raise InputError(f"{path}: rule {rule.id!r}: defer_to names no rule: {unknown}")
+    classes: list[tuple[str, str]] = []
+    raw_classes = doc.get("classes", {})
+    if not isinstance(raw_classes, dict):
+        raise InputError(f"{path}: classes must map a pitfall (1-8) to a rule id")
+    by_id = {r.id: r for r in rules}
+    for label, rid in sorted(raw_classes.items()):
+        rule = by_id.get(rid)
+        if rule is None or rule.label != str(label):
+            raise InputError(
+                f"{path}: classes[{label!r}] = {rid!r} is not a rule of pitfall {label}"
+            )
+        classes.append((str(label), rid))
     codes: list[CodeEntry] = []
     for i, raw in enumerate(doc.get("codes", [])):
         try:
@@ -233,7 +277,29 @@ def parse_rules(doc: Any, path: str = "diagnose rules") -> RuleSet:
             excs.append(_exception(raw, seen, where))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{where} ({raw!r:.80}): {exc}") from None
-    return RuleSet(tuple(rules), tuple(codes), tuple(excs))
+    harmless: list[str] = []
+    for i, raw in enumerate(doc.get("harmless", [])):
+        where = f"{path}: harmless[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("regex"), str):
+            raise InputError(f"{where}: expected an object with a 'regex' and its 'source'")
+        if not raw.get("source"):
+            raise InputError(f"{where}: a harmless line needs the source that calls it harmless")
+        text = compile_regex(raw["regex"], where).pattern
+        flags = re.match(r"^\(\?([aiLmsux]+)\)", text)  # a leading (?i) scoped to its entry
+        harmless.append(f"(?{flags.group(1)}:{text[flags.end() :]})" if flags else f"(?:{text})")
+    joined = compile_regex("|".join(harmless), f"{path}: harmless") if harmless else None
+    known = {r.label for r in rules}
+    startup = doc.get("startup_classes", [])
+    if not isinstance(startup, list) or any(str(c) not in known for c in startup):
+        raise InputError(f"{path}: startup_classes must list classes that rules name")
+    return RuleSet(
+        tuple(rules),
+        tuple(codes),
+        tuple(excs),
+        tuple(classes),
+        joined,
+        frozenset(str(c) for c in startup),
+    )
 
 
 # --- prefilter construction -------------------------------------------------------------------

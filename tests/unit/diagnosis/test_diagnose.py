@@ -127,6 +127,8 @@ def test_kv_trend_that_ends_full_is_pitfall_6_with_sizing_context():
 
 
 def test_final_exception_outranks_warnings_and_stats():
+    """An out-of-memory after requests were served, with preemption and KV usage climbing, is
+    the load outgrowing the memory (pitfall 6), ranked above the statistics that led to it."""
     lines = [
         *NOISE,
         "WARNING 01-12 09:20:00 [scheduler.py:1141] Sequence group 7 is preempted by "
@@ -136,10 +138,16 @@ def test_final_exception_outranks_warnings_and_stats():
         *log("pitfall5_2_example.log"),
     ]
     result = diagnose_lines(lines)
-    assert [f["rule"] for f in result["findings"]][:2] == [
-        "npu_out_of_memory",
-        "kv_cache_exhausted",
-    ]
+    assert [f["rule"] for f in result["findings"]][:2] == ["oom_under_load", "kv_cache_exhausted"]
+    assert result["findings"][0]["pitfall"] == 6
+    assert any(e.startswith("served before:") for e in result["findings"][0]["evidence"])
+
+
+def test_start_up_oom_without_served_requests_stays_pitfall_5():
+    """The same out-of-memory in a start-up that never answered a request is pitfall 5."""
+    result = diagnose_lines(log("pitfall5_2_example.log"))
+    assert top(result)["rule"] == "npu_out_of_memory"
+    assert top(result)["pitfall"] == 5
 
 
 def test_deq_scale_key_error_is_a_quantization_flag_problem_not_loading():
@@ -161,9 +169,19 @@ def test_deq_scale_key_error_is_a_quantization_flag_problem_not_loading():
 
 
 def test_plain_weight_key_error_stays_a_loading_problem():
-    result = diagnose_lines(["KeyError: 'model.layers.0.self_attn.q_proj.weight'"])
-    assert top(result)["rule"] == "weight_loading_failed"
-    assert top(result)["pitfall"] is None
+    """The rules call a bare KeyError on a weight a loading problem (a consequence); with
+    nothing more specific the learned stage decides, and ranks quantization first, as the real
+    logs of this shape in the corpus were (ModelSlim descriptions that miss a layer)."""
+    line = "KeyError: 'model.layers.0.self_attn.q_proj.weight'"
+    d = Diagnoser(model=False)
+    d.feed(line)
+    assert top(d.result())["rule"] == "weight_loading_failed"
+    assert top(d.result())["pitfall"] is None
+    result = diagnose_lines([line])
+    assert result["stage"] == "learned"
+    assert top(result)["pitfall"] == 7 and top(result)["guess"] is True
+    assert "weight_loading_failed" in [f["rule"] for f in result["findings"][1:]]
+    assert result["ranking"][0]["class"] == "7"
 
 
 @pytest.mark.parametrize(
@@ -216,11 +234,30 @@ def test_messy_log_ansi_crlf_prefixes_interleaved(tmp_path):
 
 def test_unknown_failure_is_an_unclassified_guess_with_its_lines():
     lines = [*NOISE, "ERROR 01-01 00:00:00 [x.py:1] something odd", "RuntimeError: never seen"]
-    result = diagnose_lines(lines)
+    d = Diagnoser(model=False)  # rules only: nothing points to a class
+    for line in lines:
+        d.feed(line)
+    result = d.result()
     (guess,) = result["findings"]
     assert guess["guess"] is True and guess["rule"] == "unclassified" and guess["confidence"] == 0
     assert guess["evidence"] == ["something odd", "RuntimeError: never seen"]
     assert "npu-smi info" in guess["settle"]
+    assert result["last_errors"] == ["something odd", "RuntimeError: never seen"]
+
+
+def test_unknown_failure_gets_a_ranked_guess_from_the_learned_stage():
+    """Never empty on a failure: the learned stage names a class, its confidence, the top three
+    classes, the lines that drove it and the commands that settle it."""
+    lines = [*NOISE, "ERROR 01-01 00:00:00 [x.py:1] something odd", "RuntimeError: never seen"]
+    result = diagnose_lines(lines)
+    guess = result["findings"][0]
+    assert result["stage"] == "learned" and guess["stage"] == "learned"
+    assert guess["guess"] is True and guess["rule"] != "unclassified"
+    assert 0 < guess["confidence"] < 1 and guess["evidence"] and guess["settle"]
+    assert [r["confidence"] for r in result["ranking"]] == sorted(
+        (r["confidence"] for r in result["ranking"]), reverse=True
+    )
+    assert len({r["class"] for r in result["ranking"]}) == 3
     assert result["last_errors"] == ["something odd", "RuntimeError: never seen"]
 
 
@@ -486,8 +523,12 @@ def test_program_lines_saying_failed_are_not_an_invented_failure():
 
 
 def test_a_person_saying_it_failed_gets_an_answer():
-    first = diagnose_text("[Bug]: vllm-ascend 启动失败\n", wrap_rules())["findings"][0]
+    d = Diagnoser(wrap_rules(), model=False)
+    d.feed("[Bug]: vllm-ascend 启动失败")
+    first = d.result()["findings"][0]
     assert first["guess"] is True and first["rule"] == "unclassified"
+    first = diagnose_text("[Bug]: vllm-ascend 启动失败\n", wrap_rules())["findings"][0]
+    assert first["guess"] is True and first["stage"] == "learned" and first["settle"]
 
 
 @pytest.mark.parametrize(
@@ -560,6 +601,7 @@ def test_prefilter_anchors_cover_every_rule_of_the_shipped_file():
     """Each shipped pattern is found by the prefilter: no rule silently loses its lines."""
     d = Diagnoser()
     covered = {e for gs in d._gate_sets for ids in gs.ids.values() for e in ids}
+    covered |= {e for gs in d._gate_sets for _rx, ids in gs.targeted for e in ids}
     covered |= set(d._fallback_ids)
     missing = [
         (kind, rule.id)
