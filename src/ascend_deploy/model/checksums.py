@@ -63,6 +63,11 @@ def read_sums(path: str) -> dict[str, str]:
         ) from None
     except OSError as exc:
         raise InputError(f"manifest {path}: cannot read: {exc.strerror}") from None
+    return parse_sums(raw, path)
+
+
+def parse_sums(raw: bytes, path: str) -> dict[str, str]:
+    """Map relative path -> sha256 of a manifest's bytes (``path`` names it in errors)."""
     try:
         if b"\x00" in raw:
             raise UnicodeDecodeError("utf-8", raw, 0, 1, "NUL byte")
