@@ -47,7 +47,9 @@ molecule-%: setup venv images
 
 # Quick start: one simulated 8 x 910B3 host, the tiny FP8 model staged on the controller,
 # then the real playbook against the host; deploy.yml ends with the deployment summary and the
-# Prometheus targets (one per replica: ports 8000-8007 are published on 127.0.0.1).
+# Prometheus targets. The replicas' ports 8000-8007 on the host are published on free, random
+# ports of the controller's 127.0.0.1 (sim_published_ports in inventory/sim/hosts.yml);
+# tools/demo_usage.py prints curl, ascend-deploy verify and openai-client commands against them.
 demo: setup venv images
 	$(BIN)/python -m ascend_sim.fleet up --name-prefix demo --preset a2-910b3-8x64g \
 		--ports 8000-8007 --group ascend_llm --inventory inventory/sim/hosts.yml

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 # What the collection is, relative to the checkout (galaxy.yml's build_ignore covers the rest).
 PARTS = [
     "galaxy.yml",
-    "README.md",
+    "LICENSE",
     "CHANGELOG.md",
     "requirements.yml",
     "meta",
@@ -33,6 +33,9 @@ PARTS = [
     "inventory/production.example",
 ]
 PACKAGE = "plugins/module_utils/ascend_deploy"
+# The collection's own README (galaxy.yml: readme): what an installed copy holds and how to use
+# it, staged as README.md; the checkout's README.md is about the whole bundle.
+COLLECTION_README = "docs/collection.md"
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "sim_model.yml")
 
 
@@ -48,6 +51,7 @@ def stage(dest: Path) -> None:
         else:
             raise SystemExit(f"build_collection: {src} is missing; run from a complete checkout")
     shutil.copytree(REPO / "src" / "ascend_deploy", dest / PACKAGE, ignore=SKIP)
+    shutil.copy2(REPO / COLLECTION_README, dest / "README.md")
 
 
 def build(output: Path) -> Path:

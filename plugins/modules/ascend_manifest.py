@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""Ansible module: verify a model directory against a SHA256SUMS manifest (model.checksums)."""
+"""Ansible module: verify a model directory against a SHA256SUMS manifest (model.checksums),
+or make the manifest of a hub download on the controller (model.hub)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ options:
     description: Only parse the manifest and return C(entries) (for downloads); hash nothing.
     type: bool
     default: false
+  make_dest:
+    description:
+      - Make the manifest instead of verifying (on the controller, before staging). C(path) may
+        be a plain directory or a hub download (Hugging Face cache or C(--local-dir),
+        ModelScope); a directory with its own C(manifest) keeps it, otherwise the manifest is
+        written here, with each sha256 from the hub's metadata where it is on disk, else
+        computed (C(origin) says which). The source is never written to.
+    type: path
 author: ascend-deploy
 """
 
@@ -56,6 +65,18 @@ entries:
   description: Relative path -> sha256 from the manifest.
   returned: with list_only
   type: dict
+dir:
+  description: The directory holding the model's files (a hub cache resolves to its snapshot).
+  returned: with make_dest
+  type: str
+manifest:
+  description: The manifest to stage and check (the directory's own, or the one made).
+  returned: with make_dest
+  type: str
+origin:
+  description: Where the checksums come from (hub metadata, computed, the directory's own).
+  returned: with make_dest
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -68,6 +89,9 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
     read_sums,
     verify_dir,
 )
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.model.hub import (
+    controller_manifest,
+)
 
 
 def main() -> None:
@@ -77,11 +101,15 @@ def main() -> None:
             "manifest": {"type": "path", "default": "SHA256SUMS"},
             "use_cache": {"type": "bool", "default": True},
             "list_only": {"type": "bool", "default": False},
+            "make_dest": {"type": "path"},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
+        if p["make_dest"]:
+            made = controller_manifest(p["path"], p["manifest"], p["make_dest"])
+            module.exit_json(changed=False, **made)
         if p["list_only"]:
             entries = read_sums(manifest_path(p["path"], p["manifest"]))
             module.exit_json(changed=False, entries=entries, files=len(entries))

@@ -36,6 +36,9 @@ options:
   dest:
     description: Write the rows as JSON here (on the controller).
     type: path
+  widths:
+    description: Column -> width; cells of these columns wrap to it (long problem texts).
+    type: dict
 author: ascend-deploy
 """
 
@@ -83,6 +86,7 @@ def main() -> None:
             "dest": {"type": "path"},
             "documents": {"type": "dict"},
             "dir": {"type": "path"},
+            "widths": {"type": "dict"},
         },
         required_one_of=[("rows", "documents")],
         mutually_exclusive=[("rows", "documents")],
@@ -98,7 +102,11 @@ def main() -> None:
             except (OSError, ValueError) as exc:
                 module.fail_json(msg=f"ascend_report: cannot write into {p['dir']}: {exc}")
         module.exit_json(changed=False, written=written)
-    table = fleet_table(p["rows"], p["columns"], p["title"])
+    try:
+        widths = {str(k): int(v) for k, v in (p["widths"] or {}).items()}
+    except (TypeError, ValueError):
+        module.fail_json(msg=f"ascend_report: widths must map columns to numbers: {p['widths']!r}")
+    table = fleet_table(p["rows"], p["columns"], p["title"], widths)
     if p["dest"] and not module.check_mode:
         try:
             write_json(p["dest"], p["rows"])

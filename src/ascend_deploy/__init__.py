@@ -4,4 +4,6 @@ Host-side modules use the Python standard library only and relative imports, so 
 Ansible can ship them to a bare target as module_utils (see ansible.cfg).
 """
 
-__version__ = "0.1.0"
+# The one version number of the bundle: the CLI, the wheel (pyproject.toml reads it) and the
+# Ansible collection (galaxy.yml; tests/unit/test_layout.py checks they agree).
+__version__ = "1.1.0"

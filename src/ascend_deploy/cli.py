@@ -12,7 +12,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__
 from .errors import AscendDeployError
@@ -26,21 +26,60 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "procs": ("procs", "find (and end) processes holding the port or NPU memory"),
     "preflight": ("preflight", "run every host check and report what would fail"),
     "convert": ("convert", "convert a block-FP8 checkpoint to BF16"),
+    "manifest": ("manifest", "write (or check) the SHA256SUMS of a model or hub download"),
     "verify": ("verify", "prove a running deployment answers correctly"),
     "diagnose": ("diagnose", "name the root cause of a failed vLLM-Ascend start from its log"),
 }
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` shows each option's default (unless its help already names it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default in (None, False, [], argparse.SUPPRESS)
+            or action.option_strings == []
+        ):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr naming the command and ``--help`` (exit 2); with
+    ``--json`` anywhere on the command line, also an error object on stdout."""
+
+    def error(self, message: str) -> NoReturn:
+        report_error(self.prog, f"{message} (see {self.prog} --help)", 2, _JSON_REQUESTED[0])
+        raise SystemExit(2)
+
+
+# Whether the command line main() parses asks for --json (argparse errors come before any
+# parsed namespace).
+_JSON_REQUESTED = [False]
+
+
+def report_error(prog: str, message: str, exit_code: int, as_json: bool) -> None:
+    """One line on stderr; with ``as_json`` an ``{"error", "exit_code"}`` object on stdout."""
+    if as_json:
+        print(json.dumps({"error": message, "exit_code": exit_code, "command": prog}))
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     """Top-level parser; only ``chosen`` gets its full argument set."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ascend-deploy",
         description="Deploy and verify vLLM-Ascend serving on Ascend NPU hosts.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name, (module_name, help_text) in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp = sub.add_parser(
+            name, help=help_text, description=help_text, formatter_class=DefaultsHelpFormatter
+        )
         if name == chosen:
             module = importlib.import_module(f"{__package__}.commands.{module_name}")
             module.add_arguments(sp)
@@ -58,6 +97,7 @@ def emit(result: Any, as_json: bool, human: Callable[[Any], str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    _JSON_REQUESTED[0] = "--json" in args_list
     chosen = next((a for a in args_list if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(args_list)
@@ -67,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except AscendDeployError as exc:
-        print(f"ascend-deploy {args.command}: error: {exc}", file=sys.stderr)
+        as_json = bool(getattr(args, "json", False))
+        report_error(f"ascend-deploy {args.command}", str(exc), exc.exit_code, as_json)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"ascend-deploy {args.command}: interrupted", file=sys.stderr)

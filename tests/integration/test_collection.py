@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,22 @@ def installed(tmp_path_factory):
     assert {f"plugins/modules/{m}.py" for m in MODULES} <= names
     assert "playbooks/deploy.yml" in names and "roles/vllm_service/tasks/main.yml" in names
     assert not [n for n in names if n.split("/")[0] in ("src", "tests", "molecule", "docker")]
+    # Its own README: every path it names is in the tarball (the checkout's quick start named
+    # make demo, tests/ and src/, which build_ignore leaves out); the licence ships with it.
+    with tarfile.open(tarball) as tar:
+        readme = tar.extractfile("README.md").read().decode()  # type: ignore[union-attr]
+    assert readme == (REPO / "docs" / "collection.md").read_text()
+    named = set(
+        re.findall(r"`((?:roles|docs|plugins|meta|playbooks|inventory)/[\w./-]*\w/?)`", readme)
+    )
+    named |= {n for n in ("LICENSE", "CHANGELOG.md", "requirements.yml") if f"`{n}`" in readme}
+    assert named and not [
+        n
+        for n in named
+        if n.rstrip("/") not in {m.rstrip("/") for m in names}
+        and not any(m.startswith(n) for m in names)
+    ], named
+    assert "make demo" not in readme and "LICENSE" in names
 
     ops = tmp / "ops"
     ops.mkdir()
@@ -139,7 +156,7 @@ def test_deploy_by_fqcn_from_outside_the_repository(installed):
             [f"{HOST}={ops / 'state.json'}"],
             PREFIX,
             images=[IMAGE],
-            ports="18460-18460",
+            ports="8000-8000",  # the service's port (inventory/sim), as make demo publishes
             inventory=inventory / "hosts.yml",
         )
         done = run(
@@ -167,5 +184,33 @@ def test_deploy_by_fqcn_from_outside_the_repository(installed):
         assert row["host"] == HOST and row["status"] == "deployed", row
         # The modules ran from the installed copy: nothing in the checkout was on the path.
         assert str(REPO / "library") not in done.stdout
+        demo_commands_work_as_printed(inventory)
     finally:
         fleet.down(PREFIX, inventory / "hosts.yml")
+
+
+def demo_commands_work_as_printed(inventory: Path) -> None:
+    """What make demo ends with (tools/demo_usage.py), pasted into a shell at the checkout."""
+    usage = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "demo_usage.py"), "--inventory", str(inventory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert usage.returncode == 0, usage.stderr
+    lines = [line for line in usage.stdout.splitlines() if not line.startswith("#")]
+    assert len(lines) == 4, usage.stdout
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    outputs = []
+    for line in lines:
+        done = subprocess.run(
+            ["sh", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+        outputs.append(done.stdout)
+    models, chat, verify, client = outputs
+    assert json.loads(models)["data"][0]["id"] == "qwen3-tiny"
+    assert "Paris" in json.loads(chat)["choices"][0]["message"]["content"]
+    assert ": PASS" in verify.splitlines()[0], verify
+    assert "Paris" in client

@@ -128,3 +128,39 @@ def test_zero_for_an_optional_number_is_refused_naming_it(tmp_path):
         tmp_path, vllm_service_api_key="k", vllm_service_max_model_len=None, vllm_service_tp=2
     )
     assert rc == 0, out[-3000:]
+
+
+@pytest.mark.parametrize("key", ["change-me", "sim-demo-key", "EMPTY"])
+def test_a_well_known_key_on_all_interfaces_is_refused(tmp_path, key):
+    rc, out, dest = write_env(tmp_path, vllm_service_api_key=key)
+    assert rc != 0 and not dest.exists()
+    flat = re.sub(r"\s+", " ", out)
+    assert "vllm_service_api_key is a key everyone knows" in flat
+    assert "would listen on 0.0.0.0" in flat
+    assert (
+        "Fix: ansible-vault encrypt_string --name vault_vllm_service_api_key 'YOUR-KEY' > "
+        "inventory/production/group_vars/ascend_llm/vault.yml" in flat
+    )
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"vllm_service_bind_address": "127.0.0.1"}, {"vllm_service_allow_well_known_key": True}],
+    ids=["loopback", "allowed"],
+)
+def test_a_well_known_key_is_accepted_on_loopback_or_when_allowed(tmp_path, variables):
+    rc, out, dest = write_env(tmp_path, vllm_service_api_key="change-me", **variables)
+    assert rc == 0, out[-3000:]
+    assert "VLLM_API_KEY=change-me" in dest.read_text()
+
+
+def test_the_example_placeholder_is_refused_even_on_loopback(tmp_path):
+    rc, out, dest = write_env(
+        tmp_path,
+        vllm_service_api_key="REPLACE-WITH-A-VAULTED-KEY",
+        vllm_service_bind_address="127.0.0.1",
+        vllm_service_allow_well_known_key=True,
+    )
+    assert rc != 0 and not dest.exists()
+    flat = re.sub(r"\s+", " ", out)
+    assert "vllm_service_api_key is still the placeholder of inventory/production.example" in flat

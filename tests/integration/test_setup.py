@@ -62,8 +62,10 @@ def dead_socket(tmp_path: Path) -> str:
 
 def test_readme_commands_start_with_the_setup_and_ci_runs_make_test():
     readme = (REPO / "README.md").read_text()
-    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"^\s+make demo\b", quick, re.M) and re.search(r"^\s+make test\b", quick, re.M)
+    demo = readme.split("## Try it without an NPU", 1)[1].split("\n## ", 1)[0]
+    tests = readme.split("## Tests", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^\s+make demo\b", demo, re.M) and re.search(r"^\s+make test\b", tests, re.M)
+    assert "`bash .ci/run`" in tests
     ci = [line.strip() for line in (REPO / ".ci/run").read_text().splitlines()]
     assert [line for line in ci if line.startswith("make ")][-1] == "make test"
     for target in ("demo", "test"):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ..cli import emit
 from ..errors import InputError, describe_path
-from ..host.npu_smi import KINDS, MAX_OUTPUT, parse, run_npu_smi
+from ..host.npu_smi import KINDS, MAX_OUTPUT, lists_processes, parse, run_npu_smi
 from ..reporting.tables import cell, key_values
 from ..reporting.tables import render as render_table
+from ..stdin import read_stdin
 
 _SHOW_ARGS = {"info": ["info"], "map": ["info", "-m"], "kv": ["info", "-l"]}
 
@@ -52,12 +52,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p_show.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=30.0,
         metavar="SECONDS",
         help="give up after this many seconds (default 30)",
     )
     p_show.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (0 or less would report a healthy driver as hung)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text}")
+    return value
+
+
+# What each kind is, for a hint when --kind names the wrong one.
+KIND_OUTPUT = {"info": "`npu-smi info`", "map": "`npu-smi info -m`", "kv": "Key : Value"}
+
+
+def _parse(raw: bytes | str, kind: str | None, source: str) -> dict:
+    """``parse``; when a given ``kind`` fails but the text is another kind, say which."""
+    try:
+        return parse(raw, kind=kind, source=source)  # type: ignore[arg-type]
+    except InputError as exc:
+        if kind is None:
+            raise
+        try:
+            other = parse(raw, kind=None, source=source)["kind"]
+        except InputError:
+            raise exc from None
+        if other == kind:
+            raise
+        raise InputError(
+            f"{exc}; this looks like {KIND_OUTPUT[other]} output: use --kind {other} or drop --kind"
+        ) from None
 
 
 MAX_BYTES = MAX_OUTPUT  # npu-smi output is a few KiB; refuse to slurp huge or endless files
@@ -66,7 +99,7 @@ MAX_BYTES = MAX_OUTPUT  # npu-smi output is a few KiB; refuse to slurp huge or e
 def _read(path: str) -> bytes:
     try:
         if path == "-":
-            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+            data = read_stdin("npu-smi output", MAX_BYTES + 1)
         else:
             with open(path, "rb") as fh:
                 data = fh.read(MAX_BYTES + 1)
@@ -86,12 +119,14 @@ def _read(path: str) -> bytes:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "parse":
-        result = parse(_read(args.file), kind=args.kind, source=args.file)  # type: ignore[arg-type]
+        raw = _read(args.file)
+        result = _parse(raw, args.kind, args.file)
     else:
         argv = _SHOW_ARGS[args.kind]
-        text = run_npu_smi(argv, binary=args.npu_smi, timeout=args.timeout)
-        result = parse(text, kind=args.kind, source=f"`npu-smi {' '.join(argv)}` output")
-    emit(result, args.json, render)
+        raw = run_npu_smi(argv, binary=args.npu_smi, timeout=args.timeout)
+        result = parse(raw, kind=args.kind, source=f"`npu-smi {' '.join(argv)}` output")
+    listed = result["kind"] != "info" or lists_processes(raw)
+    emit(result, args.json, lambda r: render(r, processes_listed=listed))
     return 0
 
 
@@ -107,8 +142,9 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(render_table(headers, rows))
 
 
-def render(result: dict) -> str:
-    """Readable text for one parse result."""
+def render(result: dict, processes_listed: bool = True) -> str:
+    """Readable text for one parse result (``processes_listed``: the input had the process
+    table, so an empty one means no holders)."""
     kind = result["kind"]
     if kind == "info":
         chips = result["chips"]
@@ -123,7 +159,7 @@ def render(result: dict) -> str:
                 c["phy_id"],
                 c["name"],
                 c["health"],
-                c["power_w"],
+                f"{c['power_w']:.1f}" if isinstance(c["power_w"], (int, float)) else c["power_w"],
                 c["temp_c"],
                 c["aicore_pct"],
                 c["bus_id"],
@@ -155,7 +191,12 @@ def render(result: dict) -> str:
             ),
         ]
         parts.append("")
-        if result["processes"]:
+        if not processes_listed:
+            parts.append(
+                "Processes: not in the input (it ends before npu-smi's process table): "
+                "NPU memory holders unknown."
+            )
+        elif result["processes"]:
             parts.append(
                 table(
                     ["NPU", "CHIP", "PID", "PROCESS", "MEMORY(MB)"],

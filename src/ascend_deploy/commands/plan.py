@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 
 from ..cli import emit
+from ..errors import InputError
+from ..host.procs import load_npu_info
+from ..planning.compat import HARDWARE
 from ..planning.plan import describe, make_plan
+from ..planning.preflight import hardware_of, npu_memory
 from ..planning.rules import load_rules
+
+# More than any Ascend NPU's memory (Ascend 950: 144 GB): a typo or bytes given as MB.
+MAX_NPU_MEMORY_MB = 1 << 20
 
 
 def _positive_int(text: str) -> int:
@@ -41,16 +48,41 @@ def _fraction(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
-    a("--model-dir", required=True, help="Hugging Face model directory (config.json + safetensors)")
-    a("--hbm-total-mb", required=True, type=_positive_int, help="HBM per NPU, MB (npu-smi)")
+    a(
+        "--model-dir",
+        required=True,
+        help="Hugging Face model directory: config.json is enough (the weights are then sized "
+        "from it and the index's metadata.total_size); with the *.safetensors, their headers",
+    )
+    a(
+        "--npu-smi-file",
+        metavar="FILE",
+        help="saved `npu-smi info` of the host (- = stdin): HBM per NPU, HBM in use, the "
+        "number of NPUs and the hardware come from it (the options below override)",
+    )
+    a(
+        "--hbm-total-mb",
+        type=_hbm_mb,
+        help="HBM per NPU in MB, as npu-smi's HBM-Usage total (64 GB = 65536); required "
+        "without --npu-smi-file",
+    )
     a(
         "--hbm-used-mb",
         type=_non_negative_int,
-        default=0,
-        help="HBM already in use on each NPU, MB (npu-smi; the highest of the NPUs)",
+        help="HBM already in use on each NPU, MB (npu-smi; the highest of the NPUs); "
+        "default 0, or from --npu-smi-file",
     )
-    a("--npus", type=_positive_int, default=1, help="NPUs to use on this host (default 1)")
-    a("--hardware", default="a2", help="a2 (910B), a3 (910C), a5 (Ascend 950), 310p")
+    a(
+        "--npus",
+        type=_positive_int,
+        help="NPUs to use on this host; default 1, or every NPU of --npu-smi-file",
+    )
+    a(
+        "--hardware",
+        type=str.lower,
+        choices=HARDWARE,
+        help="a2 (910B), a3 (910C), a5 (Ascend 950), 310p; default a2, or from --npu-smi-file",
+    )
     a("--vllm-ascend", metavar="VERSION", help="vllm-ascend version, e.g. v0.13.0")
     a("--max-model-len", type=_positive_int, help="pin the context length")
     a("--max-num-seqs", type=_positive_int, help="pin the number of concurrent sequences")
@@ -78,13 +110,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--json", action="store_true", help="print the plan as JSON")
 
 
+def _hbm_mb(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_NPU_MEMORY_MB:
+        raise argparse.ArgumentTypeError(
+            f"{value} MB is more memory than any Ascend NPU has; the figure is HBM per NPU in MB"
+        )
+    return value
+
+
+def _from_npu_smi(args: argparse.Namespace) -> None:
+    """Fill HBM, HBM in use, NPUs and hardware from the saved npu-smi output (options win)."""
+    npu_info, _note = load_npu_info(args.npu_smi_file)
+    chips = (npu_info or {}).get("chips") or []
+    memory = npu_memory(chips)
+    if memory is None:
+        raise InputError(
+            f"--npu-smi-file {args.npu_smi_file}: no HBM or memory figures in it; pass "
+            "--hbm-total-mb and --hbm-used-mb"
+        )
+    if args.hbm_total_mb is None:
+        args.hbm_total_mb = memory[0]
+    if args.hbm_used_mb is None:
+        args.hbm_used_mb = memory[1]
+    if args.npus is None:
+        args.npus = len(chips)
+    if args.hardware is None:
+        args.hardware = hardware_of(chips)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.npu_smi_file is not None:
+        _from_npu_smi(args)
+    if args.hbm_total_mb is None:
+        raise InputError(
+            "give --hbm-total-mb N (HBM per NPU in MB, as npu-smi shows it; 64 GB = 65536) "
+            "or --npu-smi-file FILE (a saved `npu-smi info` of the host)"
+        )
     plan = make_plan(
         args.model_dir,
         hbm_total_mb=args.hbm_total_mb,
-        hbm_used_mb=args.hbm_used_mb,
-        npus=list(range(args.npus)),
-        hardware=args.hardware,
+        hbm_used_mb=args.hbm_used_mb or 0,
+        npus=list(range(args.npus or 1)),
+        hardware=args.hardware or "a2",
         vllm_ascend=args.vllm_ascend,
         max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs,
@@ -100,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         extra_args=args.extra_arg,
         served_model_dir=args.served_model_dir,
         rules=load_rules(),
+        estimate_weights=True,
     )
     emit(plan, args.json, describe)
     return 0 if plan["feasible"] else 1

@@ -82,14 +82,13 @@ def render(result: dict) -> str:
     for i, (_, e) in reversed(list(enumerate(holders))):
         if e.get("note"):
             lines.insert(i + 2, f"{indent}note: {e['note']}")
-    if len(lines) == 1:
-        lines = [
-            "nothing holds "
-            + (f"port {result['port']} or " if result["port"] else "")
-            + "NPU memory"
-        ]
+    if len(lines) == 1:  # nothing found: say what was checked, never an all-clear for the rest
+        checked = [f"port {result['port']}"] if result["port"] else []
+        if not result.get("npu_smi_error"):
+            checked.append("NPU memory")
+        lines = [f"nothing holds {' or '.join(checked)}"] if checked else []
     if result.get("npu_smi_error"):
-        lines.append(f"NPU holders not checked: {result['npu_smi_error']}")
+        lines.append(f"NPU holders: not checked ({result['npu_smi_error']})")
     for item in result.get("stopped") or []:
         lines.append(f"pid {item['pid']}: {item['result']} {item['detail']}".rstrip())
     for pid in result.get("left_alone") or []:
@@ -119,4 +118,5 @@ def run(args: argparse.Namespace) -> int:
         emit(result, args.json, render)
         return 1 if failed or result["left_alone"] else 0
     emit(result, args.json, render)
-    return 1 if result["foreign_pids"] else 0
+    # An unchecked NPU is not an all-clear: exit 1 as for a foreign holder.
+    return 1 if result["foreign_pids"] or npu_error else 0

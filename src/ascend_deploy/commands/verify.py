@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import stat
+import sys
 
 from ..cli import emit
 from ..errors import InputError
@@ -180,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             expect_max_model_len=args.expect_max_model_len,
             reference_model=args.reference_model,
             precision_tolerance=args.precision_tolerance,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         report = run_verify(opts)
     except ValueError as exc:  # the URL

@@ -1,4 +1,8 @@
-"""``ascend-deploy versions``: driver, firmware, CANN, NNAL and Python package versions."""
+"""``ascend-deploy versions``: driver, firmware, CANN, NNAL and Python package versions.
+
+Its pairing checks are preflight's (``planning.preflight.pairing_verdicts``): one verdict per
+check id. Exit 0 when none fails, 1 when one does, 2 for unreadable input.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import argparse
 
 from ..cli import emit
 from ..host.versions import PACKAGES, read_versions
+from ..planning.preflight import pairing_verdicts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,8 +88,9 @@ def render(info: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     info = read_versions(args.root, args.python)
+    info["checks"] = pairing_verdicts(info)
     emit(info, args.json, render)
-    return 0
+    return 1 if any(check["status"] == "fail" for check in info["checks"]) else 0
 
 
 def _ranges(driver: dict) -> str:

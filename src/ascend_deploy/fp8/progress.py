@@ -7,8 +7,12 @@ import time
 from typing import TextIO
 
 
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
+def _sizes(done: float, total: float) -> tuple[str, str]:
+    """Both figures in the unit that suits ``total`` (a small model is not "0.00 GB")."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if total >= size:
+            return f"{done / size:.2f} {unit}", f"{total / size:.2f} {unit}"
+    return f"{done:.0f} B", f"{total:.0f} B"
 
 
 class ProgressDisplay:
@@ -39,19 +43,20 @@ class ProgressDisplay:
         rate = done / elapsed
         frac = done / total if total else 1.0
         eta = (total - done) / rate if rate > 0 else 0.0
+        shown_done, shown_total = _sizes(done, total)
         if self.tty:
             width = 30
             filled = int(width * frac)
             bar = "#" * filled + "." * (width - filled)
             self.stream.write(
-                f"\r{self.label} [{bar}] {frac * 100:5.1f}% {_gb(done)}/{_gb(total)} "
+                f"\r{self.label} [{bar}] {frac * 100:5.1f}% {shown_done}/{shown_total} "
                 f"{rate / 1e6:6.0f} MB/s ETA {eta:4.0f}s"
             )
             if complete:
                 self.stream.write("\n")
         else:
             self.stream.write(
-                f"{self.label}: {frac * 100:.0f}% ({_gb(done)} of {_gb(total)}, "
+                f"{self.label}: {frac * 100:.0f}% ({shown_done} of {shown_total}, "
                 f"{rate / 1e6:.0f} MB/s, {elapsed:.0f}s elapsed)\n"
             )
         self.stream.flush()

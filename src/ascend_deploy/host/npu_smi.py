@@ -179,6 +179,20 @@ class _Layout:
         self.ddr_device = False  # 'Chip Device' header: second number is the logic id
 
 
+def lists_processes(text: str | bytes) -> bool:
+    """Whether saved ``npu-smi info`` output holds its process table (the ``Process id``
+    header or npu-smi's "No running processes found" lines). Output cut off before it says
+    nothing about who holds NPU memory: an empty ``processes`` list is then unknown, not none."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return bool(_NO_PROCS.search(text)) or any(
+        cell.strip().startswith("Process id")
+        for line in text.splitlines()
+        if line.strip().startswith("|")
+        for cell in line.strip().strip("|").split("|")[1:]
+    )
+
+
 def _parse_info(lines: list[tuple[int, str]], source: str) -> dict:
     version: str | None = None
     layout = _Layout()

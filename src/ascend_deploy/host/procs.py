@@ -510,11 +510,11 @@ def stop(pids, grace_s: float = 10, proc_root: str = "/proc") -> list[dict]:
 def load_npu_info(path: str | None) -> tuple[dict | None, str | None]:
     """Parsed ``npu-smi info`` from ``path`` (``-`` = stdin), or by running npu-smi.
 
-    A bad file is an InputError; a host without a usable npu-smi gives (None, reason).
+    A bad file is an InputError; a host without a usable npu-smi gives (None, reason); a
+    file cut off before the process table gives (info, reason): its holders are unknown.
     """
-    import sys
-
     from ..errors import AscendDeployError
+    from ..stdin import read_stdin
     from . import npu_smi
 
     if path is None:
@@ -525,7 +525,7 @@ def load_npu_info(path: str | None) -> tuple[dict | None, str | None]:
         return npu_smi.parse(text, kind="info", source="npu-smi info"), None
     try:
         if path == "-":
-            raw = sys.stdin.buffer.read()
+            raw = read_stdin("`npu-smi info` output")
         else:
             with open(path, "rb") as fh:
                 raw = fh.read()
@@ -537,4 +537,7 @@ def load_npu_info(path: str | None) -> tuple[dict | None, str | None]:
         raise InputError(f"{path}: is a directory, not a file with `npu-smi info` output") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    return npu_smi.parse(raw, kind="info", source=path), None
+    info = npu_smi.parse(raw, kind="info", source=path)
+    if not npu_smi.lists_processes(raw):
+        return info, f"{path} ends before npu-smi's process table (save the complete output)"
+    return info, None

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 
 from ..errors import InputError
+from ..safe_open import open_regular
 
 MAX_BYTES = 1 << 20  # version files are a few hundred bytes; refuse anything huge
 CLIP = 80  # characters of a value quoted in an error message
@@ -32,23 +32,10 @@ def clip(value: str, n: int = CLIP) -> str:
 def read_text(path: str, what: str) -> str | None:
     """The text of ``path``; None when it does not exist; InputError when unreadable/binary
     or not a regular file (a FIFO would block the read forever, a device never end)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
+    fd = open_regular(path, what, "; replace it with the file the package installs")
+    if fd is None:
         return None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied reading the {what}; run as root") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the {what} ({exc.strerror})") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise InputError(f"{path}: is a directory, expected the {what}")
-        if not stat.S_ISREG(mode):
-            raise InputError(
-                f"{path}: is not a regular file (a FIFO, socket or device), expected the "
-                f"{what}; replace it with the file the package installs"
-            )
         with os.fdopen(fd, "rb", closefd=False) as fh:
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:

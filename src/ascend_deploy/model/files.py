@@ -44,6 +44,11 @@ def read_json_file(path: str, what: str) -> dict:
 
 def load_config(model_dir: str) -> dict:
     """The model's ``config.json`` as a dict."""
+    if os.path.isfile(model_dir):
+        raise InputError(
+            f"{model_dir}: is a file; pass the model directory that holds it "
+            f"({os.path.dirname(model_dir) or '.'})"
+        )
     if not os.path.isdir(model_dir):
         raise InputError(f"{model_dir}: model directory not found")
     return read_json_file(os.path.join(model_dir, "config.json"), "config.json")
@@ -149,6 +154,26 @@ def read_weight_layout(model_dir: str) -> WeightLayout:
         f"{model_dir}: no {INDEX_NAME}, no {SINGLE_NAME} and no other *.safetensors; "
         "expected a Hugging Face safetensors model directory"
     )
+
+
+def weights_on_disk(model_dir: str) -> tuple[bool, int | None]:
+    """(every weight file is there, the index's ``metadata.total_size`` or None), without
+    reading a shard: what ``plan`` needs to decide between the shard headers and an estimate
+    from config.json (weights not downloaded yet, or only partly)."""
+    names = set(os.listdir(model_dir)) if os.path.isdir(model_dir) else set()
+    index_name = INDEX_NAME if INDEX_NAME in names else None
+    if index_name is None and SINGLE_NAME not in names:
+        index_name, shards = _other_weight_files(model_dir)
+        if index_name is None:
+            return bool(shards), None
+    if index_name is None:
+        return True, None  # a single model.safetensors
+    index = read_json_file(os.path.join(model_dir, index_name), "safetensors index")
+    total = (index.get("metadata") or {}).get("total_size")
+    total = total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
+    weight_map = index.get("weight_map")
+    shards = set(weight_map.values()) if isinstance(weight_map, dict) else set()
+    return bool(shards) and all(isinstance(s, str) and s in names for s in shards), total
 
 
 def _layout_of_files(model_dir: str, shards: list[str]) -> WeightLayout:

@@ -15,7 +15,14 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .files import MODELSLIM_DESCRIPTION, load_config, read_json_file, read_weight_layout
+from .estimate import estimate_weights
+from .files import (
+    MODELSLIM_DESCRIPTION,
+    load_config,
+    read_json_file,
+    read_weight_layout,
+    weights_on_disk,
+)
 
 FP8_DTYPES = frozenset({"F8_E4M3", "F8_E5M2"})
 SCALE_SUFFIX = "_scale_inv"
@@ -367,18 +374,33 @@ def _quantization(config: dict, model_dir: str, cfg_path: str) -> tuple[str | No
     return method.lower(), block
 
 
-def inspect_model(model_dir: str, fp8_native: bool = False) -> dict:
+def inspect_model(model_dir: str, fp8_native: bool = False, estimate: bool = False) -> dict:
     """Architecture, quantization and weight sizes of a Hugging Face model directory.
 
     ``fp8_native``: the target hardware computes in FP8 (Ascend 950), so an FP8
     checkpoint is served as it is; otherwise (A2/A3, the default) it is converted to BF16.
-    Raises InputError for a missing or malformed config, index or shard.
+    ``estimate``: when the weight files are not (all) there, size the weights from
+    config.json and the index's ``metadata.total_size`` (``model.estimate``) instead of
+    refusing; ``weights_source`` says where the figures come from, and tensor counts are
+    None. Raises InputError for a missing or malformed config, index or shard.
     """
     cfg_path = os.path.join(model_dir, "config.json")
     config = load_config(model_dir)
     facts = read_architecture(config, cfg_path)
     dtype_bytes = _DTYPE_BYTES.get(facts["torch_dtype"].lower(), 2)
     quant_method, block = _quantization(config, model_dir, cfg_path)
+    facts.update(
+        {
+            "quant_method": quant_method,
+            "weight_block_size": block,
+            "kv_dtype_bytes": dtype_bytes,
+            "kv_bytes_per_token": kv_bytes_per_token(facts, dtype_bytes),
+        }
+    )
+    if estimate:
+        complete, total_size = weights_on_disk(model_dir)
+        if not complete:
+            return _estimated(facts, model_dir, fp8_native, total_size)
 
     layout = read_weight_layout(model_dir)
     on_disk = served = 0
@@ -400,17 +422,32 @@ def inspect_model(model_dir: str, fp8_native: bool = False) -> dict:
             served += info.nbytes
     facts.update(
         {
-            "quant_method": quant_method,
-            "weight_block_size": block,
             "weight_bytes_on_disk": on_disk,
             "weight_bytes_served": served,
             "needs_conversion": needs_conversion,
             "tensor_count": count,
             "served_tensor_count": served_count,
             "fp8_tensor_count": fp8_tensors,
-            "kv_dtype_bytes": dtype_bytes,
-            "kv_bytes_per_token": kv_bytes_per_token(facts, dtype_bytes),
             "shards": list(layout.shards),
+            "weights_source": "the safetensors shard headers",
         }
+    )
+    return facts
+
+
+def _estimated(facts: dict, model_dir: str, fp8_native: bool, total_size: int | None) -> dict:
+    """``facts`` completed from config.json (and ``total_size``) for weights not on disk."""
+    if facts["quant_method"] not in (None, "fp8") and total_size is None:
+        raise InputError(
+            f"{model_dir}: the weights are not there and config.json alone cannot size a "
+            f"checkpoint quantized with {facts['quant_method']!r}; download its "
+            "*.safetensors.index.json (its metadata.total_size is enough) or the weights"
+        )
+    sizes = estimate_weights(
+        facts, facts["quant_method"], facts["weight_block_size"], fp8_native, total_size
+    )
+    facts.update(sizes)
+    facts.update(
+        {"tensor_count": None, "served_tensor_count": None, "fp8_tensor_count": None, "shards": []}
     )
     return facts

@@ -671,7 +671,8 @@ def resolve_pinned(
     if row is None:
         raise InputError(
             f"vllm-ascend {vllm_ascend} is not in the compatibility matrix; "
-            "pick a listed release (ascend-deploy compat) or unset the pin"
+            "pick a release of the matrix (ascend-deploy compat resolve --driver VER names the "
+            "one a driver runs) or unset the pin"
         )
     if not hardware_support(row, hardware)[0]:
         listed = row.get("hardware")

@@ -54,7 +54,7 @@ Planning policy constants:
 * ``expected_avg_context_tokens`` 4096: the context a running sequence is assumed to hold
   on average. ``max_num_seqs`` = KV capacity // min(max_model_len, 4096), at least 1,
   at most 256: the planned concurrency fits the cache without preemption storms
-  (pitfall 6 in README).
+  (pitfall 6, docs/guides/troubleshooting.md).
 * ``min_model_len`` 2048: when ``max_model_len`` is lowered automatically it is not
   lowered below this (or below the model's own limit, if that is smaller); a card that
   cannot hold that is reported as infeasible instead.

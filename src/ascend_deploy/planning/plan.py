@@ -72,6 +72,7 @@ def make_plan(
     memory_model: MemoryModel | None = None,
     rules: dict | None = None,
     service: str = "vllm",
+    estimate_weights: bool = False,
 ) -> dict:
     """The serving plan; see the module docstring.
 
@@ -80,7 +81,9 @@ def make_plan(
     container ``<service>-<r>``. Raises InputError for bad arguments or model files,
     CheckFailed for requests that can never work (TP not dividing the heads, a pinned
     context above the model's limit, --quantization mismatches, unknown hardware). Memory
-    shortfalls are returned as ``feasible: False`` with ``reasons``.
+    shortfalls are returned as ``feasible: False`` with ``reasons``. ``estimate_weights``:
+    size weights that are not on disk (yet) from config.json and the index's total_size
+    (``model.estimate``) instead of refusing.
     """
     mm = memory_model or DEFAULT_MODEL
     notes: list[str] = []
@@ -105,7 +108,7 @@ def make_plan(
     hw_key, hw = hardware_entry(rules, hardware, vllm_ascend)
     version = vllm_ascend_version(vllm_ascend) if vllm_ascend is not None else None
 
-    facts = inspect_model(model_dir, fp8_native=bool(hw["fp8_native"]))
+    facts = inspect_model(model_dir, fp8_native=bool(hw["fp8_native"]), estimate=estimate_weights)
     check_model(facts, model_dir, max_model_len)
     quant_flag = resolve_quantization(facts, quantization, hw, model_dir)
     if hw.get("eager_only") and not enforce_eager:
@@ -276,7 +279,8 @@ def _flags(
 
 
 def describe(plan: dict) -> str:
-    """A human-readable rendering of a plan."""
+    """A human-readable rendering of a plan: one line per replica, and the command only when
+    the plan is feasible."""
     m = plan["model"]
     mem = plan["memory"]
     if m.get("mla"):
@@ -290,32 +294,68 @@ def describe(plan: dict) -> str:
         )
     if m.get("moe"):
         attn += f", MoE {m['moe']['experts']} experts (top {m['moe']['experts_per_token']})"
+    if m.get("tensor_count") is None:
+        weights = (
+            f"weights    {m['weight_bytes_on_disk']:,} bytes on disk, "
+            f"{m['weight_bytes_served']:,} bytes served (estimated: the weights are not on "
+            f"disk; {m['weights_source']})"
+        )
+    else:
+        weights = (
+            f"weights    {m['weight_bytes_on_disk']:,} bytes on disk ({m['tensor_count']} "
+            f"tensors), {m['weight_bytes_served']:,} bytes served ({m['served_tensor_count']} "
+            "tensors)"
+        )
+    kv = mem["kv_budget_mb"]
+    release = (
+        plan.get("vllm_ascend")
+        or "unspecified (rules as for an unknown release; pass --vllm-ascend)"
+    )
     lines = [
         f"model      {plan['model_dir']} ({m['model_type']}, {m['num_hidden_layers']} layers, "
         f"{attn}, max_position_embeddings {m['max_position_embeddings']})",
         f"context    limit {m['max_model_len_limit']} tokens ({m['max_model_len_source']})",
         f"quant      {m['quant_method'] or 'none'}"
         + (f", block {m['weight_block_size']}" if m["weight_block_size"] else ""),
-        f"weights    {m['weight_bytes_on_disk']:,} bytes on disk ({m['tensor_count']} tensors), "
-        f"{m['weight_bytes_served']:,} bytes served ({m['served_tensor_count']} tensors)"
-        + (", FP8 -> BF16 conversion required" if m["needs_conversion"] else ""),
+        weights + (", FP8 -> BF16 conversion required" if m["needs_conversion"] else ""),
         f"kv         {plan['kv_bytes_per_token']:,} bytes per token",
         f"memory     per NPU: {mem['hbm_total_mb']} MB x {mem['gpu_memory_utilization']} = "
         f"{mem['usable_mb']} MB, minus in use {mem['used_by_others_mb']}, weights "
         f"{mem['weights_per_npu_mb']}, activation {mem['activation_mb']}, graphs "
         f"{mem['graph_capture_mb']}, runtime {mem['runtime_reserve_mb']}, HCCL {mem['hccl_mb']} "
-        f"= KV {mem['kv_budget_mb']} MB",
+        + (f"= KV {kv} MB" if kv > 0 else f"= no KV cache ({-kv} MB short)"),
         f"capacity   {plan['kv_capacity_tokens']:,} KV tokens per replica",
-        f"plan       tp {plan['tp']}, replicas {plan['replicas']} "
-        f"{plan['devices_per_replica']}, max_model_len {plan['max_model_len']}, max_num_seqs "
-        f"{plan['max_num_seqs']}, gpu_memory_utilization {plan['gpu_memory_utilization']}",
+        f"rules      vllm-ascend {release}, hardware {plan['hardware']}",
+        f"plan       TP {plan['tp']}, {plan['replicas']} replica(s) on NPUs "
+        f"{', '.join(map(str, plan['npus']))}, max_model_len {plan['max_model_len']}, "
+        f"max_num_seqs {plan['max_num_seqs'] if plan['max_num_seqs'] is not None else '-'}, "
+        f"gpu_memory_utilization {plan['gpu_memory_utilization']}",
         f"feasible   {'yes' if plan['feasible'] else 'NO'}",
     ]
     lines += [f"  reason:  {r}" for r in plan["reasons"]]
     lines += [f"  note:    {n}" for n in plan["notes"]]
-    lines.append("env")
-    lines += [f"  {k}={v}" for k, v in plan["env"].items()]
+    if not plan["feasible"]:
+        lines.append("command    none: the plan is not feasible (see the reasons above)")
+        return "\n".join(lines)
+    shared = plan["replica_launch"][0]["env"]
+    per_replica = ("ASCEND_RT_VISIBLE_DEVICES", "HCCL_IF_BASE_PORT")
+    for launch in plan["replica_launch"]:
+        own = " ".join(f"{k}={launch['env'][k]}" for k in per_replica if k in launch["env"])
+        lines.append(
+            f"replica    {launch['name']}: NPUs {','.join(map(str, launch['npus']))}, "
+            f"port {launch['port']}, {own}"
+        )
+    lines.append("env        (every replica; its own variables above)")
+    lines += [f"  {k}={v}" for k, v in shared.items() if k not in per_replica]
     lines += [f"  {k}=<from secret>" for k in plan["secret_env"]]
-    lines.append("command")
+    argv = plan["replica_launch"][0]["argv"]
+    host = argv[argv.index("--host") + 1] if "--host" in argv else ""
+    if not plan["secret_env"] and host not in ("127.0.0.1", "localhost", "::1"):
+        lines.append(
+            f"  warning: binds {host} without an API key: anyone who reaches the host can use "
+            "the model; add --api-key-env and give the container VLLM_API_KEY"
+        )
+    others = " (each replica: its port and NPUs above)" if plan["replicas"] > 1 else ""
+    lines.append(f"command    replica 0{others}")
     lines.append(f"  {plan['command']}")
     return "\n".join(lines)

@@ -1,9 +1,9 @@
 """One report of every host check that predicts a failed vLLM-Ascend start.
 
 Each check is a finding ``{"id", "pitfall", "status": ok|warn|fail, "evidence", "fix"}``;
-pitfall numbers are those of README's table of eight failures (1 stack mismatch /
-NPU not visible, 2 FP8, 3 stale processes and ports, 5-8 memory, KV cache, quantization,
-tensor parallelism). ``ok`` in the result is False as soon as one check fails.
+pitfall numbers are those of the table of eight failures in docs/guides/troubleshooting.md
+(1 stack mismatch / NPU not visible, 2 FP8, 3 stale processes and ports, 5-8 memory, KV cache,
+quantization, tensor parallelism). ``ok`` in the result is False as soon as one check fails.
 """
 
 from __future__ import annotations
@@ -199,16 +199,24 @@ def driver_cann_check(driver: dict, cann_version: str, local: dict | None) -> di
     )
 
 
+def pairing_verdicts(info: dict) -> list[dict]:
+    """The host's pairing findings (``read_versions``' ``checks``) with the driver-CANN one
+    decided by the published pairings: the one verdict per check id that both ``versions``
+    and ``preflight`` report."""
+    out = []
+    driver, cann = info.get("driver"), info.get("cann")
+    for check in info.get("checks", []):
+        if check["id"] == "versions.driver-cann" and driver and cann:
+            check = driver_cann_check(driver, cann["version"], check)
+        out.append(check)
+    return out
+
+
 def runtime_checks(info: dict, hardware: str, matrix: dict | None = None) -> list[dict]:
     """Which vllm-ascend release (and image) this host can run (pitfall 1)."""
     out: list[dict] = []
     driver, cann = info.get("driver"), info.get("cann")
-    local = {c["id"]: c for c in info.get("checks", [])}
     if cann:
-        if driver:
-            out.append(
-                driver_cann_check(driver, cann["version"], local.get("versions.driver-cann"))
-            )
         try:
             row = compat.resolve(cann["version"], hardware, matrix=matrix)
             out.append(
@@ -328,9 +336,7 @@ def version_checks(info: dict, hardware: str, matrix: dict | None = None) -> lis
                 "install the Ascend HDK firmware released with the driver, then reboot",
             )
         )
-    for check in info.get("checks", []):
-        if check["id"] != "versions.driver-cann":  # replaced by the published-pairing check
-            out.append(check)
+    out += pairing_verdicts(info)
     if cann and not info.get("nnal"):
         out.append(
             finding(
@@ -501,6 +507,18 @@ def _pitfall_of(reason: str) -> int:
     return 5
 
 
+def npu_memory(chips: list[dict]) -> tuple[int, int] | None:
+    """(memory per NPU, memory in use) to plan with, in MB, from ``npu-smi info`` chips: the
+    smallest total and the largest use of any chip; None when npu-smi gave no figures.
+    HBM on A2/A3/950; 310P cards report their DDR as Memory-Usage instead."""
+    kind = "hbm" if any(isinstance(c.get("hbm_total_mb"), int) for c in chips) else "memory"
+    totals = [c[f"{kind}_total_mb"] for c in chips if isinstance(c.get(f"{kind}_total_mb"), int)]
+    used = [c[f"{kind}_used_mb"] for c in chips if isinstance(c.get(f"{kind}_used_mb"), int)]
+    if not totals:
+        return None
+    return min(totals), max(used) if used else 0
+
+
 def plan_checks(
     model_dir: str, chips: list[dict], hardware: str, rules: dict | None = None
 ) -> list[dict]:
@@ -509,11 +527,8 @@ def plan_checks(
         from .plan import make_plan
     except ImportError as exc:
         return [finding("model.plan", 5, "warn", f"planner not available ({exc})", "")]
-    # HBM on A2/A3/950; 310P cards report their DDR as Memory-Usage instead
-    kind = "hbm" if any(isinstance(c.get("hbm_total_mb"), int) for c in chips) else "memory"
-    totals = [c[f"{kind}_total_mb"] for c in chips if isinstance(c.get(f"{kind}_total_mb"), int)]
-    used = [c[f"{kind}_used_mb"] for c in chips if isinstance(c.get(f"{kind}_used_mb"), int)]
-    if not totals:
+    memory = npu_memory(chips)
+    if memory is None:
         return [
             finding(
                 "model.plan",
@@ -526,8 +541,8 @@ def plan_checks(
     try:
         plan = make_plan(
             model_dir=model_dir,
-            hbm_total_mb=min(totals),
-            hbm_used_mb=max(used) if used else 0,
+            hbm_total_mb=memory[0],
+            hbm_used_mb=memory[1],
             npus=len(chips),
             hardware=hardware,
             rules=rules,

@@ -80,6 +80,21 @@ def size_for_tp(s: Sizing, tp: int) -> dict:
             "smaller or quantized model"
         )
         return result()
+    if cap == 0 and s.max_num_seqs is not None and budget_for(None)["kv_capacity_tokens"] > 0:
+        # The pin, not the HBM: its sampler share of the profiling peak (sequences x vocab
+        # x 8 bytes) leaves nothing for the KV cache; the default 256 sequences would.
+        unpinned = budget_for(None)
+        avg = min(s.max_model_len or max_pos, mm.expected_avg_context_tokens)
+        fit = max(1, min(unpinned["kv_capacity_tokens"] // avg, mm.default_max_num_seqs))
+        reasons.append(
+            f"--max-num-seqs {s.max_num_seqs} leaves no HBM for the KV cache at TP {tp}: its "
+            f"activation estimate is {budget['activation_mb']} MB (sampler: {s.max_num_seqs} "
+            f"sequences x vocab {facts['vocab_size']} x 8 bytes), "
+            f"{budget['activation_mb'] - unpinned['activation_mb']} MB more than with the "
+            f"default {mm.default_max_num_seqs}; use --max-num-seqs {fit} or less, or leave it "
+            "unset (the plan sizes it from the KV cache)"
+        )
+        return result()
     if cap == 0:
         reasons.append(
             f"no HBM left for the KV cache at TP {tp}: {budget['kv_budget_mb']} MB after "

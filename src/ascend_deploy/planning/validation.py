@@ -15,6 +15,9 @@ from ..errors import CheckFailed, InputError
 from ..model.files import MODELSLIM_DESCRIPTION
 from ..versioning import version_key
 
+# Below this, a memory figure is not an NPU's (a 310 chip reports about 3.5 GB of DDR, 910B
+# cards 32 or 64 GB): most likely GB given as MB (64 for a 64 GB card).
+MIN_NPU_MEMORY_MB = 1024
 # Flags the plan sets itself; extra_args may not repeat them.
 PLANNED_FLAGS = (
     "--tensor-parallel-size",
@@ -80,6 +83,12 @@ def check_request(
 ) -> None:
     """InputError for a number or address the planner cannot use."""
     check_int("hbm_total_mb", hbm_total_mb, 1)
+    if hbm_total_mb < MIN_NPU_MEMORY_MB:
+        raise InputError(
+            f"hbm_total_mb {hbm_total_mb} MB is less than any Ascend NPU has (the smallest, "
+            "a 310 chip, reports about 3.5 GB); the figure is in MB, as npu-smi's HBM-Usage "
+            "total: a 64 GB card is 65536. Did you give GB?"
+        )
     check_int("hbm_used_mb", hbm_used_mb, 0)
     check_int("port", port, 1)
     if port > 65535:

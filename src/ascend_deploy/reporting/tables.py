@@ -85,10 +85,19 @@ def render(
     return out
 
 
-def fleet_table(rows: Sequence[Mapping], columns: Sequence[str], title: str = "") -> list[str]:
-    """One line per record (``ascend_report``): upper-case keys as headers, a rule of dashes."""
+def fleet_table(
+    rows: Sequence[Mapping],
+    columns: Sequence[str],
+    title: str = "",
+    widths: Mapping[str, int] | None = None,
+) -> list[str]:
+    """One line per record (``ascend_report``): upper-case keys as headers, a rule of dashes;
+    a column named in ``widths`` wraps its cells to that many characters."""
+    widths = widths or {}
     lines = render(
-        [Column(c.upper()) for c in columns], [[r.get(c) for c in columns] for r in rows], rule="  "
+        [Column(c.upper(), widths.get(c)) for c in columns],
+        [[r.get(c) for c in columns] for r in rows],
+        rule="  ",
     )
     return [title, *lines] if title else lines
 

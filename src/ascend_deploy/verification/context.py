@@ -4,6 +4,7 @@ the served model, the cases and performance so far) with the request helpers the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +35,10 @@ class Options:
     expect_max_model_len: int | None = None
     reference_model: str | None = None
     precision_tolerance: float | None = None  # None: derived from BF16 (verify_precision)
+    # Called with one line while a check waits (readiness: what it waits for, every few
+    # seconds, with the bound); the CLI prints it on stderr. None: silent (the Ansible module).
+    progress: Callable[[str], None] | None = None
+    progress_every_s: float = 5.0
 
 
 @dataclass

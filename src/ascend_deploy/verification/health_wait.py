@@ -108,7 +108,9 @@ def classify(rules: RuleSet | None, logs: str) -> dict | None:
     """The diagnosis engine's best finding for a replica's log, or None (no rules, no log)."""
     if rules is None or not logs:
         return None
-    findings = diagnose_text(logs, rules)["findings"]
+    # Rules only, as on the hosts (the module gets no model): the wait acts on exact causes
+    # (a graph-capture failure restarts eager), never on a ranked guess.
+    findings = diagnose_text(logs, rules, model=False)["findings"]
     if not findings:
         return None
     return dict(findings[0], summary=describe(findings[0]))

@@ -424,6 +424,10 @@ def test_progress_lines_are_periodic(tmp_path):
     display(100, 100)
     text = stream.getvalue()
     assert text.startswith("\rconvert [") and "100.0%" in text and text.endswith("\n")
+    # a small model in its own unit, not "0.00 GB of 0.00 GB" (issue 24)
+    stream = io.StringIO()
+    ProgressDisplay(stream=stream, tty=False, interval=0.0)(315_000, 630_702)
+    assert "(315.00 kB of 630.70 kB," in stream.getvalue()
 
 
 PEAK_RSS = """

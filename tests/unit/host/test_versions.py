@@ -484,7 +484,8 @@ def test_cli_json(tmp_path, capsys):
 
 def test_cli_human(tmp_path, capsys):
     build_tree.build("a2-cann-8.5", tmp_path)
-    assert main(["versions", "--root", str(tmp_path)]) == 0
+    # driver 24.1.rc2.2 is too old for CANN 8.5.0: a FAIL, so exit 1 (as preflight)
+    assert main(["versions", "--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "24.1.rc2.2" in out and "8.5.0" in out and "cann layout" in out
     assert "[7.0.0,7.2.99]" in out

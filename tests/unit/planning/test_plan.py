@@ -597,7 +597,9 @@ def test_cli_human_output(qwen3_checkpoints, capsys):
     assert code == 0
     assert "8,044,936,192 bytes served (398 tensors)" in out
     assert "147,456 bytes per token" in out
-    assert "tp 1, replicas 2" in out
+    assert "TP 1, 2 replica(s) on NPUs 0, 1" in out
+    assert "replica    vllm-1: NPUs 1, port 8001, ASCEND_RT_VISIBLE_DEVICES=1" in out
+    assert "rules      vllm-ascend v0.13.0, hardware a2" in out
     assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in out
     assert "vllm serve " in out and "--max-model-len 40960" in out
 
@@ -616,7 +618,6 @@ def test_cli_infeasible_exit_1(qwen3_checkpoints, capsys):
         (["--tp", "3", "--npus", "4"], 1, "valid sizes: 1, 2, 4, 8"),
         (["--max-model-len", "50000"], 1, "max_position_embeddings 40960"),
         (["--quantization", "ascend"], 1, "quant_model_description.json"),
-        (["--hardware", "gpu"], 1, "unknown hardware 'gpu'"),
         (["--vllm-ascend", "nightly"], 2, "not a version"),
     ],
 )
@@ -637,14 +638,21 @@ def test_cli_refusals(qwen3_checkpoints, capsys, args, code, message):
         ["--hbm-total-mb", "-5"],
         ["--hbm-total-mb", "65536", "--gpu-memory-utilization", "2"],
         ["--hbm-total-mb", "65536", "--npus", "0"],
-        [],
+        ["--hbm-total-mb", "65536", "--hardware", "910b"],  # a chip, not a hardware family
     ],
 )
 def test_cli_bad_numbers_exit_2(qwen3_checkpoints, capsys, args):
     with pytest.raises(SystemExit) as exc:
         main(["plan", "--model-dir", qwen3_checkpoints["4b-fp8"], *args])
     assert exc.value.code == 2
-    assert "Traceback" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_cli_without_memory_figures_names_both_ways(qwen3_checkpoints, capsys):
+    rc, out, err = run_cli(capsys, "--model-dir", qwen3_checkpoints["4b-fp8"])
+    assert rc == 2 and out == ""
+    assert "give --hbm-total-mb N" in err and "or --npu-smi-file FILE" in err
 
 
 @pytest.mark.parametrize(

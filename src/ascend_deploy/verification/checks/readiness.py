@@ -1,5 +1,6 @@
 """``readiness``: ``/health`` answers 200, then ``/v1/models`` lists the model; retried with
-exponential backoff until the timeout (a slow start is normal, minutes for big models).
+exponential backoff until the timeout (a slow start is normal, minutes for big models);
+while it waits it reports what it waits for every ``progress_every_s`` seconds, with the bound.
 Records the served model, its ``max_model_len`` and the vLLM version for the later checks."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ def run(ctx: Context) -> CheckResult:
     delay = 0.5
     attempts = 0
     last = "no attempt"
+    said = t0 - ctx.opts.progress_every_s  # the first failed try is reported at once
     while True:
         attempts += 1
         left = deadline - time.monotonic()
@@ -64,15 +66,23 @@ def run(ctx: Context) -> CheckResult:
             last = str(exc)
         except RequestFailed as exc:
             last = str(exc)
-        if time.monotonic() + delay > deadline:
+        now = time.monotonic()
+        if ctx.opts.progress is not None and now - said >= ctx.opts.progress_every_s:
+            said = now
+            ctx.opts.progress(
+                f"waiting for the service to be ready: {last} (try {attempts}, "
+                f"{now - t0:.0f} s of {ctx.opts.ready_timeout:.0f} s)"
+            )
+        if now + 0.05 >= deadline:
             check.ok = False
             check.detail = (
                 f"not ready after {ctx.opts.ready_timeout:.0f} s ({attempts} attempts); "
                 f"last: {last}"
             )
             break
-        time.sleep(delay)
-        delay = min(delay * 2, 10.0)
+        time.sleep(min(delay, deadline - now))  # the last try comes at the deadline
+        # Backoff up to 10 s; with progress, up to its interval (a line every few seconds).
+        delay = min(delay * 2, 10.0 if ctx.opts.progress is None else ctx.opts.progress_every_s)
     check.seconds = time.monotonic() - t0
     check.data["attempts"] = attempts
     if check.ok:
