@@ -1257,8 +1257,19 @@ class Diagnoser:
             return sorted((n, m) for n, m in merged.items() if n >= up)
         return sorted(merged.items())
 
+    def learned_failures(self) -> list[str]:
+        """The failure lines the learned stage weighs again (from the moment the server was up,
+        as :meth:`learned_lines`)."""
+        fails = list(self._failures)
+        if self.up_before_failure():
+            up = min(n for n in (self._ready_at, self._served_at) if n is not None)
+            fails = [f for f in fails if f[0] >= up]
+        return [_excerpt(m) for _n, m, _t in fails]
+
     def learned_features(self) -> set[str]:
-        return _features.doc_features((m for _n, m in self.learned_lines()), self.shapes())
+        return _features.doc_features(
+            (m for _n, m in self.learned_lines()), self.shapes(), self.learned_failures()
+        )
 
     def _learned(self, out: dict[str, Any], ranked: list[_Hit], guess: dict | None) -> None:
         """Rank the classes. A specific rule finding decides (its confidence: how often rules

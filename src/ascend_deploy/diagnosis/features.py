@@ -8,6 +8,12 @@ and family (``cann:EZ9999``, ``cannfam:EZ``, ``acl:507033``, ``aclfam:507``), ex
 served requests before the failure, a bug report's title, prose without log levels). Numbers,
 paths' digits and timestamps are dropped: they name one copy of a log, not its failure.
 
+Two kinds of features carry a failure across wordings the corpus never showed: character
+4-grams of every word (``c:bind``, ``c:ind$``: "couldn't bind", "binding failed" and "bind()"
+share them; so do ``OutOfMemoryError`` and "out of memory"), and the words and 4-grams of the
+failure lines again under ``f:`` (what the error lines say weighs more than the INFO lines of a
+start-up around them).
+
 The same function describes the training corpus (``tools/train_diagnose_model.py``) and a log at
 run time (:mod:`.learned`), so the two always agree.
 """
@@ -19,6 +25,7 @@ import re
 from collections.abc import Iterable
 
 MAX_TOKENS = 48  # word tokens of one line that make pairs (bounded work on long lines)
+GRAM = 4  # character n-grams of words (with ^ and $ marking the word's ends)
 
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _CAMEL_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -97,12 +104,31 @@ def line_features(msg: str) -> set[str]:
         feats.add(f"ret:{code.lower()}")
     for exc in _EXC_TYPE_RE.findall(msg):
         feats.add(f"exc:{exc.rsplit('.', 1)[-1].lower()}")
+    feats |= char_grams(feats)
     return feats
 
 
-def doc_features(lines: Iterable[str], shapes: Iterable[str] = ()) -> set[str]:
-    """The features of a log: the union of its lines' features and its shape flags."""
+def char_grams(feats: Iterable[str]) -> set[str]:
+    """Character 4-grams (``c:``) of the single-word features (not of pairs, codes or flags)."""
+    out: set[str] = set()
+    for f in feats:
+        if len(f) <= GRAM or " " in f or ":" in f:
+            continue
+        w = f"^{f}$"
+        out.update(f"c:{w[i : i + GRAM]}" for i in range(len(w) - GRAM + 1))
+    return out
+
+
+def doc_features(
+    lines: Iterable[str], shapes: Iterable[str] = (), failures: Iterable[str] = ()
+) -> set[str]:
+    """The features of a log: the union of its lines' features, its shape flags, and the
+    single-word features and 4-grams of its failure lines under ``f:``."""
     feats: set[str] = {f"shape:{s}" for s in shapes}
     for msg in lines:
         feats |= line_features(msg)
+    failing: set[str] = set()
+    for msg in failures:
+        failing |= line_features(msg)
+    feats.update(f"f:{f}" for f in failing if " " not in f and not f.startswith("shape:"))
     return feats
