@@ -208,6 +208,27 @@ def test_out_of_memory_at_start_up_is_5_and_after_serving_is_6():
     served = diagnose_lines(_body("p6_npu_oom_after_post_200_sglang29838.log"))["findings"][0]
     assert (served["rule"], served["pitfall"]) == ("oom_under_load", 6)
     assert any(e.startswith("served before:") for e in served["evidence"])
+    # no served line in the paste, but the reporter says the OOM came with the load
+    stated = diagnose_lines(_body("p6_oom_concurrent_queueing_prose_vllm15942.log"))["findings"][0]
+    assert (stated["rule"], stated["pitfall"]) == ("oom_under_load", 6)
+
+
+def test_learned_features_carry_across_wordings():
+    from ascend_deploy.diagnosis.features import doc_features, line_features
+
+    # "binding port" and "couldn't bind" share the word's start; "failed to allocate" and
+    # "memory allocation failed" the stem of "alloc"
+    a = line_features(_line("p3_couldnt_bind_http_socket_llamacpp_cn_sakura71.log", "binding"))
+    assert "c:^bin" in a and "bind" in line_features("couldn't bind HTTP server socket")
+    shared = line_features("Failed to allocate 2 GiB") & line_features("memory allocation failed")
+    assert {"c:^all", "c:lloc", "c:loca"} <= shared
+    # the failure lines are weighed again, the start-up's INFO lines are not
+    feats = doc_features(
+        ["INFO free memory 60 GiB", "RuntimeError: NPU out of memory"],
+        (),
+        ["RuntimeError: NPU out of memory"],
+    )
+    assert "f:memory" in feats and "f:free" not in feats and "free" in feats
 
 
 @pytest.mark.parametrize(
