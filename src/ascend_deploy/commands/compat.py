@@ -45,6 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     res.add_argument("--json", action="store_true", help="print JSON")
 
+    lst = actions.add_parser(
+        "list",
+        help="print the compatibility matrix (one line per vllm-ascend release)",
+        description="Every release of the matrix with its vLLM, torch_npu, CANN and Python, "
+        "newest first; --hardware keeps the releases that support it.",
+    )
+    lst.add_argument("--hardware", choices=compat.HARDWARE, help="only releases for this one")
+    lst.add_argument("--allow-rc", action="store_true", help="include release candidates")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+
     chk = actions.add_parser(
         "check",
         help="compare installed versions with the matrix (pitfall 1)",
@@ -95,14 +105,54 @@ def render_findings(result: dict) -> str:
     return "\n".join(lines)
 
 
+def list_rows(matrix: dict, hardware: str | None, allow_rc: bool) -> list[dict]:
+    """The matrix's releases, newest first, as the columns `compat list` prints."""
+    out = []
+    for row in compat.load_matrix(matrix):
+        if hardware and not compat.hardware_support(row, hardware)[0]:
+            continue
+        if not allow_rc and not compat.is_final(row):
+            continue
+        listed = row.get("hardware")
+        out.append(
+            {
+                "vllm_ascend": row["vllm_ascend"],
+                "vllm": row.get("vllm"),
+                "torch_npu": compat.pins(row).get("torch_npu"),
+                "cann": compat.row_cann(row, hardware or "a2"),
+                "python": row.get("python"),
+                "hardware": listed if isinstance(listed, list) else [],
+                "released": row.get("released"),
+            }
+        )
+    out.sort(key=lambda r: compat.version_key(r["vllm_ascend"]), reverse=True)
+    return out
+
+
+def render_list(rows: list[dict]) -> str:
+    head = ("vllm_ascend", "vllm", "torch_npu", "cann", "python", "hardware", "released")
+    table = [head] + [
+        tuple(",".join(r[k]) if isinstance(r[k], list) else str(r[k] or "-") for k in head)
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     matrix = compat.read_matrix()  # the shipped matrix, read once here
+    if args.action == "list":
+        rows = list_rows(matrix, args.hardware, args.allow_rc)
+        emit(rows, args.json, render_list)
+        return 0
     if args.action == "resolve":
         where = {"os_variant": args.os_variant, "registry": args.registry, "matrix": matrix}
         options = {"python": args.python, "allow_rc": args.allow_rc, **where}
-        if args.vllm_ascend:
+        if args.vllm_ascend is not None:
             row = compat.resolve_pinned(args.vllm_ascend, args.hardware, **where)
-        elif args.driver:
+        elif args.driver is not None:
             row = compat.resolve_for_driver(args.driver, args.hardware, **options)
         else:
             row = compat.resolve(args.cann, args.hardware, **options)

@@ -230,6 +230,10 @@ def find_row(vllm_ascend: str, matrix: dict | None = None) -> dict | None:
 def _validate(cann: str, hardware: str, python: str | None, os_variant: str | None) -> None:
     if not isinstance(cann, str) or not is_version(cann):
         raise InputError(f"--cann {cann!r} is not a CANN version (examples: 8.5.0, 8.2.RC1, 9.1.0)")
+    _validate_options(hardware, python, os_variant)
+
+
+def _validate_options(hardware: str, python: str | None, os_variant: str | None) -> None:
     if hardware not in HARDWARE:
         raise InputError(f"--hardware {hardware!r} is not one of {', '.join(HARDWARE)}")
     if python is not None and not re.fullmatch(r"3\.\d+(\.\d+)?", str(python)):
@@ -703,9 +707,17 @@ def resolve_for_driver(
     unpublished or unknown), naming the newest release whose pairing is published. None
     runnable is CheckFailed naming the HDK to upgrade to.
     """
+    validate_driver(driver)
+    _validate_options(hardware, python, os_variant)
     rows = [r for r in load_matrix(matrix) if hardware_support(r, hardware)[0]]
     if not allow_rc:
         rows = [r for r in rows if not is_prerelease(r["vllm_ascend"])]
+    if python and rows and all(satisfies(python, r.get("python", "")) is False for r in rows):
+        specs = sorted({str(r.get("python")) for r in rows if r.get("python")})
+        raise CheckFailed(
+            f"no vllm-ascend release for {hardware} supports Python {python} (the releases "
+            f"support {', '.join(specs)}); the driver is not the constraint: use a listed Python"
+        )
     rows.sort(key=lambda r: version_key(r["vllm_ascend"]), reverse=True)
     refused: list[str] = []
     floors: list[tuple[str, str, str]] = []  # (oldest HDK, CANN, release) of refused rows
@@ -764,10 +776,27 @@ def resolve_for_driver(
     return found
 
 
+_DRIVER_VERSION = re.compile(r"\d{1,2}\.\d+\.(?:\d+|rc\d+)(?:\.[0-9a-z]+)*", re.IGNORECASE)
+
+
+def validate_driver(driver: str | None) -> None:
+    """InputError unless ``driver`` (None: not given) looks like an NPU driver (HDK) version."""
+    if driver is None:
+        return
+    if not isinstance(driver, str) or not _DRIVER_VERSION.fullmatch(driver.strip()):
+        raise InputError(
+            f"--driver {driver!r} is not an NPU driver (HDK) version (examples: 25.2.0, "
+            "24.1.RC3, 23.0.3). Fix: pass the host's version as `ascend-deploy versions` or "
+            "`npu-smi info` prints it, without a leading v"
+        )
+
+
 def upgrade_advice(driver: str, hardware: str = "a2", matrix: dict | None = None) -> str | None:
     """The HDK upgrade that lets ``driver``'s host run an image (None when one runs now)."""
     try:
         resolve_for_driver(driver, hardware, matrix=matrix)
+    except InputError:
+        return None  # a version string this table cannot read: no advice rather than a wrong one
     except CheckFailed as exc:
         return str(exc).split("; ", 1)[-1]
     return None

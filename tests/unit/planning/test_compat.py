@@ -289,6 +289,48 @@ def test_cli_resolve_by_driver_and_pin(capsys):
         main(["compat", "resolve", "--cann", "8.5.0", "--driver", "25.2.0"])
 
 
+@pytest.mark.parametrize("driver", ["banana", "v25.2.0", "-1", "", "25", "25.2"])
+def test_cli_resolve_refuses_a_driver_that_is_not_a_version(driver, capsys):
+    assert main(["compat", "resolve", f"--driver={driver}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--driver {driver!r} is not an NPU driver (HDK) version" in err
+    assert "None" not in err
+
+
+@pytest.mark.parametrize("driver", ["25.2.0", "24.1.rc3", "24.1.RC3", "23.0.3", "25.0.rc1.1"])
+def test_driver_versions_hosts_report_are_accepted(driver):
+    compat.validate_driver(driver)  # no error
+
+
+def test_a_python_no_release_supports_is_named_not_the_driver():
+    with pytest.raises(CheckFailed) as exc:
+        compat.resolve_for_driver("25.5.0", "a2", python="3.13")
+    assert "supports Python 3.13" in str(exc.value)
+    assert "upgrade the NPU driver" not in str(exc.value)
+    with pytest.raises(InputError, match="--python 'three'"):
+        compat.resolve_for_driver("25.5.0", "a2", python="three")
+
+
+def test_cli_list_prints_the_matrix(capsys):
+    matrix = compat.read_matrix()
+    assert main(["compat", "list", "--allow-rc", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["vllm_ascend"] for r in listed] == sorted(
+        (r["vllm_ascend"] for r in compat.load_matrix(matrix)), key=compat.version_key, reverse=True
+    )
+    assert main(["compat", "list"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    finals = [r for r in compat.load_matrix(matrix) if compat.is_final(r)]
+    assert len(text) == 1 + len(finals) and text[0].split()[0] == "vllm_ascend"
+    assert text[1].split()[0] == max((r["vllm_ascend"] for r in finals), key=compat.version_key)
+    assert main(["compat", "list", "--hardware", "a5", "--allow-rc", "--json"]) == 0
+    a5 = json.loads(capsys.readouterr().out)
+    assert a5 and all(
+        compat.hardware_support(compat.find_row(r["vllm_ascend"]), "a5")[0] for r in a5
+    )
+    assert len(a5) < len(listed)
+
+
 # ----------------------------------------------------------------------------- check
 
 
