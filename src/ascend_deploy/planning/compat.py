@@ -3,8 +3,9 @@
 The matrix is package data (``data/compat_matrix.json``) converted from
 tests/data/compat-matrix.yaml, whose sources are kept in its ``sources`` list
 (vllm-ascend ``docs/source/community/versioning_policy.md`` plus README / Dockerfile /
-requirements.txt per tag). Image suffixes follow vllm-ascend
-``.github/workflows/schedule_image_build_and_push.yaml`` (see docs/sources.md).
+requirements.txt per tag). Which image tags exist per hardware is the matrix's ``images``
+section, from vllm-ascend ``.github/workflows/schedule_image_build_and_push.yaml`` at each
+tag (see docs/sources.md): a resolution never names an image upstream did not build.
 Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
 (docs/compat-sources.md). Standard library only.
 
@@ -41,12 +42,6 @@ PIP_NAMES = {
     "torch": "torch",
     "torch_npu": "torch-npu",
 }
-
-# Image tag suffix per hardware (the image workflow). The first tag that has the image:
-# -a3 since v0.10.0rc1, -310p since v0.9.1rc1 (not in the v0.9.1 final line; the matrix's
-# hardware lists already reflect that), -a5 since v0.17.0rc1 (first Ascend 950 release).
-IMAGE_SUFFIX = {"a2": "", "a3": "-a3", "310p": "-310p", "a5": "-a5"}
-IMAGE_SINCE = {"a3": "v0.10.0rc1", "310p": "v0.9.1rc1", "a5": "v0.17.0rc1"}
 
 # Published driver/HDK <-> CANN pairings (public sources in docs/compat-sources.md).
 # ``trains``: driver versions a note lists for the CANN (a listed "25.5" covers 25.5.X);
@@ -238,13 +233,80 @@ def _validate(cann: str, hardware: str, python: str | None, os_variant: str | No
         raise InputError(f"--os {os_variant!r} is not one of {', '.join(OS_VARIANTS)}")
 
 
-def image_for(row: dict, hardware: str, os_variant: str | None, registry: str) -> str:
-    """``<registry>/vllm-ascend:<tag><-hardware><-openeuler>``."""
+# ----------------------------------------------------------------------------- images
+
+
+def image_rules(matrix: dict | None = None) -> dict:
+    """The matrix's ``images`` section (which tags upstream built per hardware); a matrix
+    document without one uses the shipped section."""
+    doc = read_matrix() if matrix is None else matrix
+    images = doc.get("images") if isinstance(doc, dict) else None
+    if images is None:
+        images = read_matrix().get("images")
+    if not isinstance(images, dict) or not isinstance(images.get("built"), dict):
+        raise InputError("compatibility matrix: 'images' has no 'built' table; reinstall")
+    return images
+
+
+def _in_range(version: tuple, entry: dict) -> bool:
+    if version < version_key(entry["from"]):
+        return False
+    return "to" not in entry or version <= version_key(entry["to"])
+
+
+def image_built(row: dict, hardware: str, matrix: dict | None = None) -> bool:
+    """Whether upstream's image workflow built ``row``'s image for ``hardware``."""
+    if not hardware_support(row, hardware)[0]:
+        return False
+    version = version_key(row["vllm_ascend"])
+    return any(_in_range(version, e) for e in image_rules(matrix)["built"].get(hardware, []))
+
+
+def image_for(
+    row: dict,
+    hardware: str,
+    os_variant: str | None,
+    registry: str,
+    matrix: dict | None = None,
+) -> str:
+    """``<registry>/vllm-ascend:<tag><-hardware><-openeuler>`` (built or not: see image_built)."""
     tag = row["vllm_ascend"]
-    suffix = IMAGE_SUFFIX[hardware]
+    suffix = str(image_rules(matrix)["suffix"].get(hardware, f"-{hardware}"))
     if os_variant == "openeuler":
         suffix += "-openeuler"
     return f"{registry.rstrip('/')}/vllm-ascend:{tag}{suffix}"
+
+
+def built_image(
+    row: dict, hardware: str, os_variant: str | None, registry: str, matrix: dict | None = None
+) -> tuple[str | None, str | None]:
+    """(image, None) when upstream built it, else (None, a note naming the releases that have
+    one and the source build)."""
+    if image_built(row, hardware, matrix):
+        return image_for(row, hardware, os_variant, registry, matrix), None
+    images = image_rules(matrix)
+    suffix = images["suffix"].get(hardware, f"-{hardware}") or "(no suffix)"
+    with_image = sorted(
+        (r for r in load_matrix(matrix) if image_built(r, hardware, matrix)),
+        key=preference,
+        reverse=True,
+    )
+    alt = ", ".join(f"{r['vllm_ascend']} (CANN {row_cann(r, hardware)})" for r in with_image[:3])
+    how = (images.get("source_build") or {}).get(hardware, {}).get("how")
+    spans = [
+        e["from"] if e.get("to") == e["from"] else f"{e['from']}-{e.get('to', '')}"
+        for e in images["built"].get(hardware, [])
+    ]
+    note = (
+        f"upstream built no {suffix} image for {row['vllm_ascend']} on {hardware} (its image "
+        f"workflow builds {suffix} for {', '.join(spans) or 'no release'}); container mode "
+        "needs a release with one"
+        + (f": {alt}" if alt else "")
+        + "; or build an image from source"
+        + (f" ({how})" if how else "")
+        + " and name it (ascend_runtime_image)"
+    )
+    return None, note
 
 
 def pins(row: dict) -> dict[str, str]:
@@ -373,9 +435,9 @@ def resolve(
         notes.append("release candidate: no final vllm-ascend release supports this CANN")
     if not is_official(row):
         notes.append("tag absent from the official matrix; values from its Dockerfile")
-    since = IMAGE_SINCE.get(hardware)
-    if since and version_key(row["vllm_ascend"]) < version_key(since):
-        notes.append(f"no {IMAGE_SUFFIX[hardware]} image before {since}; build from source")
+    image, no_image = built_image(row, hardware, os_variant, registry, matrix)
+    if no_image:
+        notes.append(no_image)
     if hardware == "a5":
         notes.append("newer docs name the 950 image suffix -950dt; CI still pushes -a5")
     if any("post" in p or "dev" in p or "+" in p for p in [pins(row).get("torch_npu", "")]):
@@ -387,7 +449,8 @@ def resolve(
             "cann": row_cann(row, hardware),
             "official_matrix": is_official(row),
             "prerelease": not is_final(row),
-            "image": image_for(row, hardware, os_variant, registry),
+            "image": image,
+            "image_built": image is not None,
             "pins": pins(row),
             "pip": pip_command(row),
             "notes": notes,
@@ -643,17 +706,25 @@ def pairing_note(driver: str, cann: str) -> str | None:
 
 
 def describe_row(
-    row: dict, hardware: str, os_variant: str | None = None, registry: str = DEFAULT_REGISTRY
+    row: dict,
+    hardware: str,
+    os_variant: str | None = None,
+    registry: str = DEFAULT_REGISTRY,
+    matrix: dict | None = None,
 ) -> dict:
-    """A matrix row completed like ``resolve`` completes its answer (CANN, image, pins)."""
+    """A matrix row completed like ``resolve`` completes its answer (CANN, image, pins);
+    ``image`` is None when upstream built none for the hardware (the note says why)."""
     out = dict(row)
+    image, no_image = built_image(row, hardware, os_variant, registry, matrix)
     out.update(
         {
             "hardware": hardware,
             "cann": row_cann(row, hardware),
-            "image": image_for(row, hardware, os_variant, registry),
+            "image": image,
+            "image_built": image is not None,
             "pins": pins(row),
             "pip": pip_command(row),
+            "notes": [no_image] if no_image else [],
         }
     )
     return out
@@ -685,7 +756,7 @@ def resolve_pinned(
             f"vllm-ascend {row['vllm_ascend']} does not support hardware {hardware} "
             f"({lists}); pin another release"
         )
-    return describe_row(row, hardware, os_variant, registry)
+    return describe_row(row, hardware, os_variant, registry, matrix)
 
 
 def resolve_for_driver(
@@ -703,7 +774,7 @@ def resolve_for_driver(
     unpublished or unknown), naming the newest release whose pairing is published. None
     runnable is CheckFailed naming the HDK to upgrade to.
     """
-    rows = [r for r in load_matrix(matrix) if hardware_support(r, hardware)[0]]
+    rows = [r for r in load_matrix(matrix) if image_built(r, hardware, matrix)]
     if not allow_rc:
         rows = [r for r in rows if not is_prerelease(r["vllm_ascend"])]
     rows.sort(key=lambda r: version_key(r["vllm_ascend"]), reverse=True)
@@ -737,6 +808,8 @@ def resolve_for_driver(
                 matrix=matrix,
             )
         except CheckFailed:
+            continue
+        if candidate["image"] is None:  # this CANN's preferred release has no image
             continue
         if found is None:
             found, verdict = candidate, ok

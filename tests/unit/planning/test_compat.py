@@ -458,3 +458,86 @@ def test_cli_check_with_flags(tmp_path, capsys):
 def test_cli_check_needs_a_cann(tmp_path, capsys):
     assert main(["compat", "check", "--root", str(tmp_path), "--torch", "2.8.0"]) == 2
     assert "pass --cann" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- images built
+
+
+def _upstream_built(image: str) -> bool:
+    """Whether upstream's image workflow built ``image`` (schedule_image_build_and_push.yaml
+    at each tag): A2 every tag, -a3 from v0.10.0rc1, -310p from v0.9.1rc1 where the release
+    lists 310P, -a5 at v0.23.0 only; each also as -openeuler."""
+    tag = image.rsplit(":", 1)[1].removesuffix("-openeuler")
+    release, _, suffix = tag.partition("-")
+    row = compat.find_row(release)
+    if row is None:
+        return False
+    if suffix == "a5":
+        return release == "v0.23.0"
+    hardware = suffix or "a2"
+    if not compat.hardware_support(row, hardware)[0]:
+        return False
+    first = {"a2": "v0.7.1rc1", "a3": "v0.10.0rc1", "310p": "v0.9.1rc1"}[hardware]
+    return compat.version_key(release) >= compat.version_key(first)
+
+
+CANNS = sorted(
+    {compat.row_cann(r, hw) for r in compat.load_matrix() for hw in compat.HARDWARE}
+    | {"8.5.1", "9.0.0", "9.0.1", "9.1.0"}
+)
+
+
+@pytest.mark.parametrize("hardware", compat.HARDWARE)
+def test_every_resolved_image_is_one_upstream_built(hardware):
+    seen = []
+    for allow_rc in (False, True):
+        for os_variant in (None, "openeuler"):
+            for cann in CANNS:
+                try:
+                    row = compat.resolve(cann, hardware, allow_rc=allow_rc, os_variant=os_variant)
+                except (CheckFailed, InputError):
+                    continue
+                seen.append(row["image"])
+                if row["image"] is None:
+                    assert any("upstream built no" in n for n in row["notes"])
+            for driver in ("24.1.rc2", "25.0.rc1", "25.5.1", "26.1.0", None):
+                try:
+                    row = compat.resolve_for_driver(
+                        driver, hardware, allow_rc=allow_rc, os_variant=os_variant
+                    )
+                except CheckFailed:
+                    continue
+                assert row["image"] is not None, row["vllm_ascend"]  # container mode
+                seen.append(row["image"])
+        for row in compat.load_matrix():
+            if compat.hardware_support(row, hardware)[0]:
+                seen.append(compat.resolve_pinned(row["vllm_ascend"], hardware)["image"])
+    images = [i for i in seen if i is not None]
+    assert images and all(_upstream_built(i) for i in images), [
+        i for i in images if not _upstream_built(i)
+    ]
+
+
+def test_a5_images_exist_only_at_v0_23_0():
+    old = compat.resolve("8.5.1", "a5")
+    assert old["vllm_ascend"] == "v0.18.0" and old["image"] is None  # host mode still works
+    assert any("upstream built no -a5 image for v0.18.0" in n for n in old["notes"])
+    assert any("v0.23.0 (CANN 9.1.0)" in n for n in old["notes"])
+    rc = compat.resolve("9.0.0", "a5", allow_rc=True)
+    assert rc["vllm_ascend"] == "v0.22.1rc1" and rc["image"] is None
+    assert compat.resolve("9.0.1", "a5", allow_rc=True)["image"] is None
+    new = compat.resolve("9.1.0", "a5", allow_rc=True, os_variant="openeuler")
+    assert new["image"] == "quay.io/ascend/vllm-ascend:v0.23.0-a5-openeuler"
+    for allow_rc in (False, True):
+        row = compat.resolve_for_driver("25.5.1", "a5", allow_rc=allow_rc)
+        assert row["image"] == "quay.io/ascend/vllm-ascend:v0.23.0-a5"
+    pinned = compat.resolve_pinned("v0.22.1rc1", "a5")
+    assert pinned["image"] is None and "Dockerfile.a5" in pinned["notes"][0]
+
+
+def test_image_ranges_are_data_a_matrix_can_change():
+    doc = json.loads(json.dumps(compat.read_matrix()))
+    doc["images"]["built"]["a5"].append({"from": "v0.25.1rc1"})
+    row = next(r for r in doc["rows"] if r["vllm_ascend"] == "v0.25.1rc1")
+    row["hardware"] = ["a2", "a5"]
+    assert compat.resolve_pinned("v0.25.1rc1", "a5", matrix=doc)["image"].endswith(":v0.25.1rc1-a5")
