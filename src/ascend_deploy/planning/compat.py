@@ -309,11 +309,37 @@ def built_image(
     return None, note
 
 
-def pins(row: dict) -> dict[str, str]:
-    """pip requirement per package: ``{"torch": "torch==2.8.0", ...}`` (unpinned omitted)."""
+def row_value(row: dict, key: str, hardware: str | None = None) -> str:
+    """A row's cell for ``hardware``: ``<key>_310p`` wins on 310P (``cann_310p`` style)."""
+    if hardware == "310p" and row.get(f"{key}_310p"):
+        return str(row[f"{key}_310p"])
+    return str(row.get(key, ""))
+
+
+def host_value(row: dict, key: str, hardware: str | None = None) -> str:
+    """What a host (pip) install of the row uses for ``key``: the hardware's own cell, else
+    ``<key>_pip`` (the package metadata's pin, where the matrix names a build no index
+    serves or a post release the metadata conflicts with), else the matrix cell."""
+    if hardware == "310p" and row.get(f"{key}_310p"):
+        return str(row[f"{key}_310p"])
+    return str(row.get(f"{key}_pip") or row.get(key, ""))
+
+
+def accepted_specs(row: dict, key: str, hardware: str | None = None) -> list[str]:
+    """The specs an installed ``key`` may meet: the host-install pin first, then the matrix
+    cell (the image's / the versioning policy's), unless the hardware has its own cell."""
+    own = row_value(row, key, hardware)
+    if hardware == "310p" and row.get(f"{key}_310p"):
+        return [own]
+    return list(dict.fromkeys(s for s in (host_value(row, key, hardware), own) if s))
+
+
+def pins(row: dict, hardware: str | None = None) -> dict[str, str]:
+    """pip requirement per package: ``{"torch": "torch==2.8.0", ...}`` (unpinned omitted),
+    as a host install on ``hardware`` uses them (``host_value``)."""
     out = {}
     for key in ("vllm", "vllm_ascend", "torch", "torch_npu"):
-        spec = str(row.get(key, ""))
+        spec = host_value(row, key, hardware)
         exact = pinned_version(spec)
         name = PIP_NAMES[key]
         if exact:
@@ -325,9 +351,9 @@ def pins(row: dict) -> dict[str, str]:
     return out
 
 
-def pip_command(row: dict, only: list[str] | None = None) -> str:
+def pip_command(row: dict, only: list[str] | None = None, hardware: str | None = None) -> str:
     """The install commands for a row, vLLM before vllm-ascend (vllm-ascend issue #5710)."""
-    req = pins(row)
+    req = pins(row, hardware)
     keys = [k for k in ("torch", "torch_npu", "vllm", "vllm_ascend") if k in req]
     if only is not None:
         keys = [k for k in keys if k in only]
@@ -342,6 +368,34 @@ def pip_command(row: dict, only: list[str] | None = None) -> str:
         parts.append(cmd)
     parts += [f"pip install '{req[k]}'" for k in ("vllm", "vllm_ascend") if k in keys]
     return " && ".join(parts)
+
+
+def host_install_notes(row: dict, hardware: str) -> list[str]:
+    """Where the row's host-install pins differ from its image, and where the wheels are."""
+    notes = []
+    for key, name in (("torch_npu", "torch-npu"), ("triton_ascend", "triton-ascend")):
+        host, cell = host_value(row, key, hardware), str(row.get(key, ""))
+        if not cell or host == cell:
+            continue
+        if hardware == "310p" and row.get(f"{key}_310p"):
+            notes.append(
+                f"310p with CANN {row_cann(row, hardware)}: {name} {host} (the release notes' "
+                f"upgrade; the package pins {row.get(f'{key}_pip') or cell}, so pip check "
+                "reports that conflict)"
+            )
+        elif row.get("wheel_source"):
+            notes.append(
+                f"host install: {name}=={host} (the package's pin); the image's {name} {cell} "
+                f"is a per-arch, per-Python wheel only on {row['wheel_source']} (upgrade to it "
+                "by hand if wanted)"
+            )
+        else:
+            notes.append(
+                f"host install: {name}=={host} (the package's pin, what upstream's "
+                f"installation guide installs); the versioning policy names {cell}, which "
+                f"is on {HUAWEI_PYPI} (install it by hand if wanted)"
+            )
+    return notes
 
 
 def _describe(row: dict, hardware: str) -> str:
@@ -440,8 +494,7 @@ def resolve(
         notes.append(no_image)
     if hardware == "a5":
         notes.append("newer docs name the 950 image suffix -950dt; CI still pushes -a5")
-    if any("post" in p or "dev" in p or "+" in p for p in [pins(row).get("torch_npu", "")]):
-        notes.append(f"{pins(row)['torch_npu']} may only be on {HUAWEI_PYPI}")
+    notes += host_install_notes(row, hardware)
     row.update(
         {
             "hardware": hardware,
@@ -451,8 +504,8 @@ def resolve(
             "prerelease": not is_final(row),
             "image": image,
             "image_built": image is not None,
-            "pins": pins(row),
-            "pip": pip_command(row),
+            "pins": pins(row, hardware),
+            "pip": pip_command(row, hardware=hardware),
             "notes": notes,
             "alternatives": [r["vllm_ascend"] for r in eligible[1:]],
         }
@@ -514,7 +567,9 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                     "compat.vllm_ascend",
                     "warn",
                     f"vllm-ascend {va} is not a release in the matrix (development build?)",
-                    f"install a release: {pip_command(wanted)}" if wanted else "",
+                    f"install a release: {pip_command(wanted, hardware=hardware)}"
+                    if wanted
+                    else "",
                 )
             )
             target = wanted
@@ -527,14 +582,17 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                         "compat.vllm_ascend",
                         "fail",
                         f"vllm-ascend {va} does not support {hardware} hardware",
-                        f"install {pip_command(wanted)}" if wanted else "",
+                        f"install {pip_command(wanted, hardware=hardware)}" if wanted else "",
                     )
                 )
                 target = wanted
             elif not _cann_matches(target, hardware, cann):
                 fix = f"install CANN {needs} (toolkit, kernels/ops and NNAL)"
                 if wanted:
-                    fix += f", or switch to the set for CANN {cann}: {pip_command(wanted)}"
+                    fix += (
+                        f", or switch to the set for CANN {cann}: "
+                        f"{pip_command(wanted, hardware=hardware)}"
+                    )
                 findings.append(
                     _finding(
                         "compat.vllm_ascend",
@@ -555,7 +613,7 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                 "compat.vllm_ascend",
                 "fail",
                 "vllm-ascend is not installed",
-                f"{pip_command(wanted)}"
+                f"{pip_command(wanted, hardware=hardware)}"
                 if wanted
                 else "pick a row with 'ascend-deploy compat resolve'",
             )
@@ -565,9 +623,12 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
 
     wrong: list[str] = []
     for key in ("vllm", "torch", "torch_npu"):
-        spec = str(target.get(key, ""))
+        # A host install as upstream's installation guide does it meets the package's pin
+        # (host_value); an image's build meets the matrix cell: either is the release's set.
+        specs = accepted_specs(target, key, hardware)
+        spec = " or ".join(specs)
         have = packages.get(key)
-        req = pins(target).get(key)
+        req = pins(target, hardware).get(key)
         name = PIP_NAMES[key]
         if have is None:
             findings.append(
@@ -575,26 +636,35 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                     f"compat.{key}",
                     "fail",
                     f"{name} is not installed; vllm-ascend {target['vllm_ascend']} needs {spec}",
-                    pip_command(target, [key]),
+                    pip_command(target, [key], hardware),
                 )
             )
             wrong.append(key)
             continue
-        verdict = satisfies(have, spec)
-        if verdict is False:
+        verdicts = [satisfies(have, s) for s in specs] or [None]
+        if all(v is False for v in verdicts):
             findings.append(
                 _finding(
                     f"compat.{key}",
                     "fail",
                     f"{name} {have} installed, vllm-ascend {target['vllm_ascend']} needs {spec}",
-                    pip_command(target, [key]) or f"install {name} {spec}",
+                    pip_command(target, [key], hardware) or f"install {name} {spec}",
                 )
             )
             wrong.append(key)
         else:
-            extra = "" if verdict else " (the matrix does not pin it)"
+            met = next((s for s, v in zip(specs, verdicts, strict=False) if v), None)
+            extra = "" if met is not None else " (the matrix does not pin it)"
+            if met is not None and len(specs) > 1:
+                extra = (
+                    " (the package's pin)"
+                    if met == specs[0]
+                    else f" (the image's build; the package pins {specs[0]})"
+                )
             findings.append(
-                _finding(f"compat.{key}", "ok", f"{name} {have} matches {spec or req}{extra}")
+                _finding(
+                    f"compat.{key}", "ok", f"{name} {have} matches {met or spec or req}{extra}"
+                )
             )
     if python:
         spec = str(target.get("python", ""))
@@ -616,7 +686,7 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                 "fail",
                 f"the installed stack is not one row of the matrix "
                 f"(target vllm-ascend {target['vllm_ascend']}, CANN {row_cann(target, hardware)})",
-                pip_command(target) + "; then run: python -m pip check",
+                pip_command(target, hardware=hardware) + "; then run: python -m pip check",
             )
         )
     return findings
@@ -722,9 +792,9 @@ def describe_row(
             "cann": row_cann(row, hardware),
             "image": image,
             "image_built": image is not None,
-            "pins": pins(row),
-            "pip": pip_command(row),
-            "notes": [no_image] if no_image else [],
+            "pins": pins(row, hardware),
+            "pip": pip_command(row, hardware=hardware),
+            "notes": ([no_image] if no_image else []) + host_install_notes(row, hardware),
         }
     )
     return out

@@ -541,3 +541,63 @@ def test_image_ranges_are_data_a_matrix_can_change():
     row = next(r for r in doc["rows"] if r["vllm_ascend"] == "v0.25.1rc1")
     row["hardware"] = ["a2", "a5"]
     assert compat.resolve_pinned("v0.25.1rc1", "a5", matrix=doc)["image"].endswith(":v0.25.1rc1-a5")
+
+
+# ----------------------------------------------------------------------------- host pins
+
+# The stacks upstream's installation.md / requirements.txt at each tag install with pip
+# (torch-npu==2.7.1 at v0.11.0rc3 and v0.11.0, ==2.8.0 at v0.13.0rc2, ==2.9.0 at v0.18.0).
+GUIDE_STACKS = [
+    ("v0.11.0rc3", "8.3.RC2", "a2", "2.7.1", "2.7.1", "0.11.0", "3.11.9"),
+    ("v0.11.0", "8.3.RC2", "a3", "2.7.1", "2.7.1", "0.11.0", "3.11.9"),
+    ("v0.13.0rc2", "8.5.0", "a2", "2.8.0", "2.8.0", "0.13.0", "3.11.9"),
+    ("v0.18.0", "8.5.1", "a2", "2.9.0", "2.9.0", "0.18.0", "3.11.9"),
+]
+
+
+@pytest.mark.parametrize("release, cann, hw, torch, torch_npu, vllm, py", GUIDE_STACKS)
+def test_check_accepts_a_stack_installed_as_the_installation_guide_says(
+    release, cann, hw, torch, torch_npu, vllm, py
+):
+    installed = {
+        "packages": {
+            "torch": torch,
+            "torch_npu": torch_npu,
+            "vllm": vllm,
+            "vllm_ascend": release.lstrip("v"),
+        },
+        "python": py,
+    }
+    findings = compat.check(installed, cann, hw)
+    assert {f["status"] for f in findings} == {"ok"}, [f for f in findings if f["status"] != "ok"]
+    assert "(the package's pin)" in _by_id(findings)["compat.torch_npu"]["evidence"]
+    # the build the versioning policy / image names is accepted too
+    row = compat.find_row(release)
+    installed["packages"]["torch_npu"] = row["torch_npu"]
+    assert {f["status"] for f in compat.check(installed, cann, hw)} == {"ok"}
+
+
+def test_host_pins_resolve_from_an_index_and_say_where_the_image_wheels_are():
+    row = compat.resolve_pinned("v0.18.0", "a2")
+    assert row["pins"]["torch_npu"] == "torch-npu==2.9.0"
+    assert "+git" not in row["pip"] and "dev2026" not in row["pip"]
+    note = next(n for n in row["notes"] if "torch-npu" in n)
+    assert "https://vllm-ascend.obs.cn-north-4.myhuaweicloud.com/vllm-ascend/" in note
+    assert "2.9.0.post1+git4c901a4" in note
+    assert any("triton-ascend 3.2.0.dev20260322" in n for n in row["notes"])
+    old = compat.resolve("8.3.RC2", "a2")
+    assert old["vllm_ascend"] == "v0.11.0" and old["pins"]["torch_npu"] == "torch-npu==2.7.1"
+    assert any("names 2.7.1.post1" in n for n in old["notes"])
+
+
+def test_v0_18_0_on_310p_with_cann_9_0_0_uses_the_release_notes_upgrade():
+    row = compat.resolve("9.0.0", "310p")
+    assert row["vllm_ascend"] == "v0.18.0" and row["cann"] == "9.0.0"
+    assert row["pins"]["torch_npu"] == "torch-npu==2.9.0.post2"
+    assert any("triton-ascend 3.2.1" in n for n in row["notes"])
+    installed = {"torch": "2.9.0", "vllm": "0.18.0", "vllm_ascend": "0.18.0"}
+    ok = _by_id(compat.check({**installed, "torch_npu": "2.9.0.post2"}, "9.0.0", "310p"))
+    assert ok["compat.torch_npu"]["status"] == "ok"
+    bad = _by_id(compat.check({**installed, "torch_npu": "2.9.0.post1"}, "9.0.0", "310p"))
+    assert bad["compat.torch_npu"]["status"] == "fail"
+    assert "torch-npu==2.9.0.post2" in bad["compat.torch_npu"]["fix"]
