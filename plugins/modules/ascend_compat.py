@@ -73,7 +73,7 @@ row:
   returned: when a row matched
   type: dict
 image:
-  description: The vllm-ascend image reference for the row.
+  description: The vllm-ascend image reference for the row; null when upstream built none for the hardware (the row's notes say which releases have one).
   returned: when a row matched
   type: str
 findings:

@@ -6,10 +6,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: ascend_convert
-short_description: Convert a block-wise FP8 checkpoint to BF16 for Atlas A2/A3
+short_description: Convert a block-wise FP8 checkpoint to BF16 where the release cannot serve it
 description:
-  - Thin wrapper over C(ascend_deploy.fp8.convert). A2/A3 NPUs have no FP8 compute path, so an
-    FP8 checkpoint is dequantized to BF16 once and served from C(dst).
+  - Thin wrapper over C(ascend_deploy.fp8.convert). A2/A3/310P NPUs have no FP8 compute path, and
+    no tagged vLLM-Ascend release serves a generic block-FP8 checkpoint on Ascend 950 either
+    (serving rules C(block_fp8)), so an FP8 checkpoint is dequantized to BF16 once and served
+    from C(dst). With C(hardware), C(fp8_native) says whether the release serves it as it is.
   - Check mode and C(status_only) use the standard-library C(conversion_status) only, so they run
     on any target. The conversion itself needs numpy and ml_dtypes in the interpreter that runs
     the module (set C(ansible_python_interpreter) for the task), or run the converter inside the
@@ -38,6 +40,17 @@ options:
     description: Only report C(needed), C(up-to-date) or C(not-needed); never convert.
     type: bool
     default: false
+  hardware:
+    description: Hardware key of the serving rules (a2, a3, a5, 310p); with it the module reports
+      C(fp8_native) and C(fp8_reason) (the planner's decision, C(planning.rules.block_fp8_native)).
+    type: str
+  vllm_ascend:
+    description: The vllm-ascend release that will serve the model (empty = unknown).
+    type: str
+  rules:
+    description: The serving rules (serve_rules.json, read on the controller); required with
+      C(hardware).
+    type: dict
 author: ascend-deploy
 """
 
@@ -53,6 +66,14 @@ status:
   description: converted, up-to-date or not-needed (needed in check mode / status_only).
   returned: always
   type: str
+fp8_native:
+  description: The release serves the block-FP8 checkpoint as it is on C(hardware) (no conversion).
+  returned: when hardware is given
+  type: bool
+fp8_reason:
+  description: Why it does not (the release's outcome, or no FP8 compute).
+  returned: when hardware is given
+  type: str
 result:
   description: The converter's report (tensors, bytes, seconds).
   returned: when converted
@@ -65,6 +86,22 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
 )
 
 
+def _fp8_native(hardware: str, vllm_ascend: str | None, rules: dict) -> dict:
+    """``fp8_native`` / ``fp8_reason`` as the planner decides them for this release."""
+    from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.rules import (
+        block_fp8_native,
+        check_rules,
+    )
+    from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.validation import (
+        hardware_entry,
+    )
+
+    rules = check_rules(rules, "ascend_convert rules")
+    _key, hw = hardware_entry(rules, hardware, None)
+    native, reason = block_fp8_native(rules, hw, vllm_ascend)
+    return {"fp8_native": native, "fp8_reason": reason}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -74,16 +111,23 @@ def main() -> None:
             "verify": {"type": "bool", "default": False},
             "force": {"type": "bool", "default": False},
             "status_only": {"type": "bool", "default": False},
+            "hardware": {"type": "str"},
+            "vllm_ascend": {"type": "str"},
+            "rules": {"type": "dict"},
         },
         supports_check_mode=True,
+        required_by={"hardware": ["rules"]},
     )
     p = module.params
     from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.fp8.convert import (
         conversion_status,
     )
 
+    native: dict = {}
     try:
         before = conversion_status(p["src"], p["dst"])
+        if p["hardware"]:
+            native = _fp8_native(p["hardware"], p["vllm_ascend"] or None, p["rules"])
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
     # --force only permits replacing a DST that is not an earlier conversion of SRC; an
@@ -95,6 +139,7 @@ def main() -> None:
             changed=needed and not p["status_only"],
             status=before,
             diff=diff if module._diff and needed else None,
+            **native,
         )
     try:
         from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.fp8.convert import (

@@ -86,6 +86,8 @@ def render_row(row: dict) -> str:
         "pip",
     )
     lines = [f"{k:<12} {row.get(k)}" for k in keys if row.get(k) not in (None, "")]
+    if row.get("image_built") is False:
+        lines.append(f"{'image':<12} none built upstream (see the note)")
     for extra in ("triton_ascend", "mooncake", "base_image"):
         if row.get(extra):
             lines.append(f"{extra:<12} {row[extra]}")

@@ -3,8 +3,9 @@
 The matrix is package data (``data/compat_matrix.json``) converted from
 tests/data/compat-matrix.yaml, whose sources are kept in its ``sources`` list
 (vllm-ascend ``docs/source/community/versioning_policy.md`` plus README / Dockerfile /
-requirements.txt per tag). Image suffixes follow vllm-ascend
-``.github/workflows/schedule_image_build_and_push.yaml`` (see docs/sources.md).
+requirements.txt per tag). Which image tags exist per hardware is the matrix's ``images``
+section, from vllm-ascend ``.github/workflows/schedule_image_build_and_push.yaml`` at each
+tag (see docs/sources.md): a resolution never names an image upstream did not build.
 Published driver (HDK) <-> CANN pairings are in ``HDK_PAIRINGS`` with their sources
 (docs/compat-sources.md). Standard library only.
 
@@ -41,12 +42,6 @@ PIP_NAMES = {
     "torch": "torch",
     "torch_npu": "torch-npu",
 }
-
-# Image tag suffix per hardware (the image workflow). The first tag that has the image:
-# -a3 since v0.10.0rc1, -310p since v0.9.1rc1 (not in the v0.9.1 final line; the matrix's
-# hardware lists already reflect that), -a5 since v0.17.0rc1 (first Ascend 950 release).
-IMAGE_SUFFIX = {"a2": "", "a3": "-a3", "310p": "-310p", "a5": "-a5"}
-IMAGE_SINCE = {"a3": "v0.10.0rc1", "310p": "v0.9.1rc1", "a5": "v0.17.0rc1"}
 
 # Published driver/HDK <-> CANN pairings (public sources in docs/compat-sources.md).
 # ``trains``: driver versions a note lists for the CANN (a listed "25.5" covers 25.5.X);
@@ -242,20 +237,113 @@ def _validate_options(hardware: str, python: str | None, os_variant: str | None)
         raise InputError(f"--os {os_variant!r} is not one of {', '.join(OS_VARIANTS)}")
 
 
-def image_for(row: dict, hardware: str, os_variant: str | None, registry: str) -> str:
-    """``<registry>/vllm-ascend:<tag><-hardware><-openeuler>``."""
+# ----------------------------------------------------------------------------- images
+
+
+def image_rules(matrix: dict | None = None) -> dict:
+    """The matrix's ``images`` section (which tags upstream built per hardware); a matrix
+    document without one uses the shipped section."""
+    doc = read_matrix() if matrix is None else matrix
+    images = doc.get("images") if isinstance(doc, dict) else None
+    if images is None:
+        images = read_matrix().get("images")
+    if not isinstance(images, dict) or not isinstance(images.get("built"), dict):
+        raise InputError("compatibility matrix: 'images' has no 'built' table; reinstall")
+    return images
+
+
+def _in_range(version: tuple, entry: dict) -> bool:
+    if version < version_key(entry["from"]):
+        return False
+    return "to" not in entry or version <= version_key(entry["to"])
+
+
+def image_built(row: dict, hardware: str, matrix: dict | None = None) -> bool:
+    """Whether upstream's image workflow built ``row``'s image for ``hardware``."""
+    if not hardware_support(row, hardware)[0]:
+        return False
+    version = version_key(row["vllm_ascend"])
+    return any(_in_range(version, e) for e in image_rules(matrix)["built"].get(hardware, []))
+
+
+def image_for(
+    row: dict,
+    hardware: str,
+    os_variant: str | None,
+    registry: str,
+    matrix: dict | None = None,
+) -> str:
+    """``<registry>/vllm-ascend:<tag><-hardware><-openeuler>`` (built or not: see image_built)."""
     tag = row["vllm_ascend"]
-    suffix = IMAGE_SUFFIX[hardware]
+    suffix = str(image_rules(matrix)["suffix"].get(hardware, f"-{hardware}"))
     if os_variant == "openeuler":
         suffix += "-openeuler"
     return f"{registry.rstrip('/')}/vllm-ascend:{tag}{suffix}"
 
 
-def pins(row: dict) -> dict[str, str]:
-    """pip requirement per package: ``{"torch": "torch==2.8.0", ...}`` (unpinned omitted)."""
+def built_image(
+    row: dict, hardware: str, os_variant: str | None, registry: str, matrix: dict | None = None
+) -> tuple[str | None, str | None]:
+    """(image, None) when upstream built it, else (None, a note naming the releases that have
+    one and the source build)."""
+    if image_built(row, hardware, matrix):
+        return image_for(row, hardware, os_variant, registry, matrix), None
+    images = image_rules(matrix)
+    suffix = images["suffix"].get(hardware, f"-{hardware}") or "(no suffix)"
+    with_image = sorted(
+        (r for r in load_matrix(matrix) if image_built(r, hardware, matrix)),
+        key=preference,
+        reverse=True,
+    )
+    alt = ", ".join(f"{r['vllm_ascend']} (CANN {row_cann(r, hardware)})" for r in with_image[:3])
+    how = (images.get("source_build") or {}).get(hardware, {}).get("how")
+    spans = [
+        e["from"] if e.get("to") == e["from"] else f"{e['from']}-{e.get('to', '')}"
+        for e in images["built"].get(hardware, [])
+    ]
+    note = (
+        f"upstream built no {suffix} image for {row['vllm_ascend']} on {hardware} (its image "
+        f"workflow builds {suffix} for {', '.join(spans) or 'no release'}); container mode "
+        "needs a release with one"
+        + (f": {alt}" if alt else "")
+        + "; or build an image from source"
+        + (f" ({how})" if how else "")
+        + " and name it (ascend_runtime_image)"
+    )
+    return None, note
+
+
+def row_value(row: dict, key: str, hardware: str | None = None) -> str:
+    """A row's cell for ``hardware``: ``<key>_310p`` wins on 310P (``cann_310p`` style)."""
+    if hardware == "310p" and row.get(f"{key}_310p"):
+        return str(row[f"{key}_310p"])
+    return str(row.get(key, ""))
+
+
+def host_value(row: dict, key: str, hardware: str | None = None) -> str:
+    """What a host (pip) install of the row uses for ``key``: the hardware's own cell, else
+    ``<key>_pip`` (the package metadata's pin, where the matrix names a build no index
+    serves or a post release the metadata conflicts with), else the matrix cell."""
+    if hardware == "310p" and row.get(f"{key}_310p"):
+        return str(row[f"{key}_310p"])
+    return str(row.get(f"{key}_pip") or row.get(key, ""))
+
+
+def accepted_specs(row: dict, key: str, hardware: str | None = None) -> list[str]:
+    """The specs an installed ``key`` may meet: the host-install pin first, then the matrix
+    cell (the image's / the versioning policy's), unless the hardware has its own cell."""
+    own = row_value(row, key, hardware)
+    if hardware == "310p" and row.get(f"{key}_310p"):
+        return [own]
+    return list(dict.fromkeys(s for s in (host_value(row, key, hardware), own) if s))
+
+
+def pins(row: dict, hardware: str | None = None) -> dict[str, str]:
+    """pip requirement per package: ``{"torch": "torch==2.8.0", ...}`` (unpinned omitted),
+    as a host install on ``hardware`` uses them (``host_value``)."""
     out = {}
     for key in ("vllm", "vllm_ascend", "torch", "torch_npu"):
-        spec = str(row.get(key, ""))
+        spec = host_value(row, key, hardware)
         exact = pinned_version(spec)
         name = PIP_NAMES[key]
         if exact:
@@ -267,9 +355,9 @@ def pins(row: dict) -> dict[str, str]:
     return out
 
 
-def pip_command(row: dict, only: list[str] | None = None) -> str:
+def pip_command(row: dict, only: list[str] | None = None, hardware: str | None = None) -> str:
     """The install commands for a row, vLLM before vllm-ascend (vllm-ascend issue #5710)."""
-    req = pins(row)
+    req = pins(row, hardware)
     keys = [k for k in ("torch", "torch_npu", "vllm", "vllm_ascend") if k in req]
     if only is not None:
         keys = [k for k in keys if k in only]
@@ -284,6 +372,34 @@ def pip_command(row: dict, only: list[str] | None = None) -> str:
         parts.append(cmd)
     parts += [f"pip install '{req[k]}'" for k in ("vllm", "vllm_ascend") if k in keys]
     return " && ".join(parts)
+
+
+def host_install_notes(row: dict, hardware: str) -> list[str]:
+    """Where the row's host-install pins differ from its image, and where the wheels are."""
+    notes = []
+    for key, name in (("torch_npu", "torch-npu"), ("triton_ascend", "triton-ascend")):
+        host, cell = host_value(row, key, hardware), str(row.get(key, ""))
+        if not cell or host == cell:
+            continue
+        if hardware == "310p" and row.get(f"{key}_310p"):
+            notes.append(
+                f"310p with CANN {row_cann(row, hardware)}: {name} {host} (the release notes' "
+                f"upgrade; the package pins {row.get(f'{key}_pip') or cell}, so pip check "
+                "reports that conflict)"
+            )
+        elif row.get("wheel_source"):
+            notes.append(
+                f"host install: {name}=={host} (the package's pin); the image's {name} {cell} "
+                f"is a per-arch, per-Python wheel only on {row['wheel_source']} (upgrade to it "
+                "by hand if wanted)"
+            )
+        else:
+            notes.append(
+                f"host install: {name}=={host} (the package's pin, what upstream's "
+                f"installation guide installs); the versioning policy names {cell}, which "
+                f"is on {HUAWEI_PYPI} (install it by hand if wanted)"
+            )
+    return notes
 
 
 def _describe(row: dict, hardware: str) -> str:
@@ -377,13 +493,12 @@ def resolve(
         notes.append("release candidate: no final vllm-ascend release supports this CANN")
     if not is_official(row):
         notes.append("tag absent from the official matrix; values from its Dockerfile")
-    since = IMAGE_SINCE.get(hardware)
-    if since and version_key(row["vllm_ascend"]) < version_key(since):
-        notes.append(f"no {IMAGE_SUFFIX[hardware]} image before {since}; build from source")
+    image, no_image = built_image(row, hardware, os_variant, registry, matrix)
+    if no_image:
+        notes.append(no_image)
     if hardware == "a5":
         notes.append("newer docs name the 950 image suffix -950dt; CI still pushes -a5")
-    if any("post" in p or "dev" in p or "+" in p for p in [pins(row).get("torch_npu", "")]):
-        notes.append(f"{pins(row)['torch_npu']} may only be on {HUAWEI_PYPI}")
+    notes += host_install_notes(row, hardware)
     row.update(
         {
             "hardware": hardware,
@@ -391,9 +506,10 @@ def resolve(
             "cann": row_cann(row, hardware),
             "official_matrix": is_official(row),
             "prerelease": not is_final(row),
-            "image": image_for(row, hardware, os_variant, registry),
-            "pins": pins(row),
-            "pip": pip_command(row),
+            "image": image,
+            "image_built": image is not None,
+            "pins": pins(row, hardware),
+            "pip": pip_command(row, hardware=hardware),
             "notes": notes,
             "alternatives": [r["vllm_ascend"] for r in eligible[1:]],
         }
@@ -455,7 +571,9 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                     "compat.vllm_ascend",
                     "warn",
                     f"vllm-ascend {va} is not a release in the matrix (development build?)",
-                    f"install a release: {pip_command(wanted)}" if wanted else "",
+                    f"install a release: {pip_command(wanted, hardware=hardware)}"
+                    if wanted
+                    else "",
                 )
             )
             target = wanted
@@ -468,14 +586,17 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                         "compat.vllm_ascend",
                         "fail",
                         f"vllm-ascend {va} does not support {hardware} hardware",
-                        f"install {pip_command(wanted)}" if wanted else "",
+                        f"install {pip_command(wanted, hardware=hardware)}" if wanted else "",
                     )
                 )
                 target = wanted
             elif not _cann_matches(target, hardware, cann):
                 fix = f"install CANN {needs} (toolkit, kernels/ops and NNAL)"
                 if wanted:
-                    fix += f", or switch to the set for CANN {cann}: {pip_command(wanted)}"
+                    fix += (
+                        f", or switch to the set for CANN {cann}: "
+                        f"{pip_command(wanted, hardware=hardware)}"
+                    )
                 findings.append(
                     _finding(
                         "compat.vllm_ascend",
@@ -496,7 +617,7 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                 "compat.vllm_ascend",
                 "fail",
                 "vllm-ascend is not installed",
-                f"{pip_command(wanted)}"
+                f"{pip_command(wanted, hardware=hardware)}"
                 if wanted
                 else "pick a row with 'ascend-deploy compat resolve'",
             )
@@ -506,9 +627,12 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
 
     wrong: list[str] = []
     for key in ("vllm", "torch", "torch_npu"):
-        spec = str(target.get(key, ""))
+        # A host install as upstream's installation guide does it meets the package's pin
+        # (host_value); an image's build meets the matrix cell: either is the release's set.
+        specs = accepted_specs(target, key, hardware)
+        spec = " or ".join(specs)
         have = packages.get(key)
-        req = pins(target).get(key)
+        req = pins(target, hardware).get(key)
         name = PIP_NAMES[key]
         if have is None:
             findings.append(
@@ -516,26 +640,35 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                     f"compat.{key}",
                     "fail",
                     f"{name} is not installed; vllm-ascend {target['vllm_ascend']} needs {spec}",
-                    pip_command(target, [key]),
+                    pip_command(target, [key], hardware),
                 )
             )
             wrong.append(key)
             continue
-        verdict = satisfies(have, spec)
-        if verdict is False:
+        verdicts = [satisfies(have, s) for s in specs] or [None]
+        if all(v is False for v in verdicts):
             findings.append(
                 _finding(
                     f"compat.{key}",
                     "fail",
                     f"{name} {have} installed, vllm-ascend {target['vllm_ascend']} needs {spec}",
-                    pip_command(target, [key]) or f"install {name} {spec}",
+                    pip_command(target, [key], hardware) or f"install {name} {spec}",
                 )
             )
             wrong.append(key)
         else:
-            extra = "" if verdict else " (the matrix does not pin it)"
+            met = next((s for s, v in zip(specs, verdicts, strict=False) if v), None)
+            extra = "" if met is not None else " (the matrix does not pin it)"
+            if met is not None and len(specs) > 1:
+                extra = (
+                    " (the package's pin)"
+                    if met == specs[0]
+                    else f" (the image's build; the package pins {specs[0]})"
+                )
             findings.append(
-                _finding(f"compat.{key}", "ok", f"{name} {have} matches {spec or req}{extra}")
+                _finding(
+                    f"compat.{key}", "ok", f"{name} {have} matches {met or spec or req}{extra}"
+                )
             )
     if python:
         spec = str(target.get("python", ""))
@@ -557,7 +690,7 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
                 "fail",
                 f"the installed stack is not one row of the matrix "
                 f"(target vllm-ascend {target['vllm_ascend']}, CANN {row_cann(target, hardware)})",
-                pip_command(target) + "; then run: python -m pip check",
+                pip_command(target, hardware=hardware) + "; then run: python -m pip check",
             )
         )
     return findings
@@ -647,17 +780,25 @@ def pairing_note(driver: str, cann: str) -> str | None:
 
 
 def describe_row(
-    row: dict, hardware: str, os_variant: str | None = None, registry: str = DEFAULT_REGISTRY
+    row: dict,
+    hardware: str,
+    os_variant: str | None = None,
+    registry: str = DEFAULT_REGISTRY,
+    matrix: dict | None = None,
 ) -> dict:
-    """A matrix row completed like ``resolve`` completes its answer (CANN, image, pins)."""
+    """A matrix row completed like ``resolve`` completes its answer (CANN, image, pins);
+    ``image`` is None when upstream built none for the hardware (the note says why)."""
     out = dict(row)
+    image, no_image = built_image(row, hardware, os_variant, registry, matrix)
     out.update(
         {
             "hardware": hardware,
             "cann": row_cann(row, hardware),
-            "image": image_for(row, hardware, os_variant, registry),
-            "pins": pins(row),
-            "pip": pip_command(row),
+            "image": image,
+            "image_built": image is not None,
+            "pins": pins(row, hardware),
+            "pip": pip_command(row, hardware=hardware),
+            "notes": ([no_image] if no_image else []) + host_install_notes(row, hardware),
         }
     )
     return out
@@ -689,7 +830,7 @@ def resolve_pinned(
             f"vllm-ascend {row['vllm_ascend']} does not support hardware {hardware} "
             f"({lists}); pin another release"
         )
-    return describe_row(row, hardware, os_variant, registry)
+    return describe_row(row, hardware, os_variant, registry, matrix)
 
 
 def resolve_for_driver(
@@ -709,7 +850,7 @@ def resolve_for_driver(
     """
     validate_driver(driver)
     _validate_options(hardware, python, os_variant)
-    rows = [r for r in load_matrix(matrix) if hardware_support(r, hardware)[0]]
+    rows = [r for r in load_matrix(matrix) if image_built(r, hardware, matrix)]
     if not allow_rc:
         rows = [r for r in rows if not is_prerelease(r["vllm_ascend"])]
     if python and rows and all(satisfies(python, r.get("python", "")) is False for r in rows):
@@ -749,6 +890,8 @@ def resolve_for_driver(
                 matrix=matrix,
             )
         except CheckFailed:
+            continue
+        if candidate["image"] is None:  # this CANN's preferred release has no image
             continue
         if found is None:
             found, verdict = candidate, ok

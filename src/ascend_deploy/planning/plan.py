@@ -10,8 +10,9 @@ One step per module: ``validation`` (arguments, hardware, model, quantization), 
 choice and memory sizing), ``layout`` (replica NPUs, devices, env, ports), this module (the
 flags and the result). Decisions (pitfall numbers as in the preflight findings):
 
-* FP8 checkpoints on hardware without FP8 compute (A2/A3/310P) are served converted to
-  BF16: the weight bytes double (pitfall 2). ``argv`` names the converted directory.
+* FP8 checkpoints are served converted to BF16 (the weight bytes double; pitfall 2) unless
+  the hardware computes FP8 and the release serves block-FP8 (``rules.block_fp8_native``:
+  no tagged release does, also on Ascend 950). ``argv`` names the converted directory.
 * ``--quantization ascend`` only with ``quant_model_description.json`` (ModelSlim); any
   ``--quantization`` that does not match the checkpoint is refused (pitfall 7).
 * Only architectures whose KV cache the planner knows are sized (MHA/GQA, MLA; dense or MoE,
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 from ..model.info import inspect_model
 from .layout import planned_env, replica_specs, swap_space
 from .memory import DEFAULT_MODEL, MemoryModel
-from .rules import check_rules, load_rules, rule_applies, shipped_rules
+from .rules import block_fp8_native, check_rules, load_rules, rule_applies, shipped_rules
 from .tp import Sizing, choose_tp, model_tp_sizes, valid_tp_sizes
 from .validation import (
     check_extra_args,
@@ -108,9 +109,10 @@ def make_plan(
     hw_key, hw = hardware_entry(rules, hardware, vllm_ascend)
     version = vllm_ascend_version(vllm_ascend) if vllm_ascend is not None else None
 
-    facts = inspect_model(model_dir, fp8_native=bool(hw["fp8_native"]), estimate=estimate_weights)
+    fp8_native, fp8_why = block_fp8_native(rules, hw, vllm_ascend)
+    facts = inspect_model(model_dir, fp8_native=fp8_native, estimate=estimate_weights)
     check_model(facts, model_dir, max_model_len)
-    quant_flag = resolve_quantization(facts, quantization, hw, model_dir)
+    quant_flag = resolve_quantization(facts, quantization, model_dir, fp8_why)
     if hw.get("eager_only") and not enforce_eager:
         enforce_eager = True
         notes.append(f"{hw['name']} runs in eager mode only: --enforce-eager added")
@@ -149,7 +151,7 @@ def make_plan(
     secret_env = _secret_env(rules, api_key_env, notes)
     if facts["needs_conversion"]:
         notes.append(
-            f"FP8 weights are converted to BF16 for {hw['name']} (no FP8 compute): "
+            f"FP8 weights are converted to BF16 for {hw['name']} ({fp8_why}): "
             f"{facts['weight_bytes_on_disk']:,} bytes on disk become "
             f"{facts['weight_bytes_served']:,} bytes; serving {serve_dir}"
         )

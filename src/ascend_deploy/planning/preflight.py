@@ -226,7 +226,7 @@ def runtime_checks(info: dict, hardware: str, matrix: dict | None = None) -> lis
                     "ok",
                     f"CANN {cann['version']} on {hardware}: vllm-ascend {row['vllm_ascend']}, "
                     f"vllm {row['vllm']}, torch {row['torch']}, torch_npu {row['torch_npu']}, "
-                    f"image {row['image']}",
+                    f"image {row['image'] or 'none upstream (host mode or a source build)'}",
                 )
             )
         except CheckFailed as exc:
@@ -238,7 +238,8 @@ def runtime_checks(info: dict, hardware: str, matrix: dict | None = None) -> lis
                         1,
                         "warn",
                         f"only a release candidate supports CANN {cann['version']}: "
-                        f"vllm-ascend {row['vllm_ascend']} ({row['image']})",
+                        f"vllm-ascend {row['vllm_ascend']} "
+                        f"({row['image'] or 'no upstream image'})",
                         "accept the RC (compat resolve --allow-rc) or install the CANN of a "
                         "final release",
                     )
@@ -263,7 +264,8 @@ def runtime_checks(info: dict, hardware: str, matrix: dict | None = None) -> lis
     rows = []
     for row in compat.load_matrix(matrix):
         supported, _note = compat.hardware_support(row, hardware)
-        if supported and compat.is_final(row) and compat.is_official(row):
+        built = compat.image_built(row, hardware, matrix)
+        if supported and built and compat.is_final(row) and compat.is_official(row):
             rows.append(row)
     rows.sort(key=compat.preference, reverse=True)
     verdicts = [
@@ -287,7 +289,7 @@ def runtime_checks(info: dict, hardware: str, matrix: dict | None = None) -> lis
         return out
     row, verdict = chosen
     cann_needed = compat.row_cann(row, hardware)
-    image = compat.image_for(row, hardware, None, compat.DEFAULT_REGISTRY)
+    image = compat.image_for(row, hardware, None, compat.DEFAULT_REGISTRY, matrix)
     if verdict:
         out.append(
             finding(

@@ -63,3 +63,64 @@ def rule_applies(when: dict, tp: int, version: tuple | None, hardware: str) -> b
     if "version_from" in when and version < version_key(when["version_from"]):  # type: ignore[operator]
         return False
     return not ("version_below" in when and version >= version_key(when["version_below"]))  # type: ignore[operator]
+
+
+BLOCK_FP8_OUTCOMES = ("refused", "load_error", "native")
+
+
+def block_fp8_rule(rules: dict, vllm_ascend: str | None) -> dict | None:
+    """The ``block_fp8`` entry whose tag range (``from``..``to``, inclusive) holds
+    ``vllm_ascend``; None for an unknown release or one no entry covers."""
+    if vllm_ascend is None:
+        return None
+    try:
+        version = version_key(str(vllm_ascend).strip())
+    except ValueError:
+        raise InputError(
+            f"vllm-ascend version {vllm_ascend!r} is not a version like v0.13.0 or v0.14.0rc1"
+        ) from None
+    section = rules.get("block_fp8") or {}
+    for entry in section.get("releases") or []:
+        if not isinstance(entry, dict) or entry.get("outcome") not in BLOCK_FP8_OUTCOMES:
+            raise InputError(
+                f"serving rules: block_fp8 entry {entry!r} needs an outcome in "
+                f"{', '.join(BLOCK_FP8_OUTCOMES)}"
+            )
+        try:
+            low, high = version_key(entry["from"]), version_key(entry["to"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(
+                f"serving rules: block_fp8 entry {entry!r} needs 'from' and 'to' release tags"
+            ) from None
+        if low <= version <= high:
+            return entry
+    return None
+
+
+def block_fp8_native(rules: dict, hw: dict, vllm_ascend: str | None) -> tuple[bool, str]:
+    """Whether the release serves a block-FP8 checkpoint as it is on ``hw``, and why not.
+
+    True only where the hardware computes FP8 and the release's ``block_fp8`` entry says
+    ``native``; the reason names the release's outcome (its error) or the missing rule.
+    """
+    if not hw.get("fp8_native"):
+        return False, f"{hw['name']} has no FP8 compute"
+    rule = block_fp8_rule(rules, vllm_ascend)
+    if rule is not None and rule["outcome"] == "native":
+        return True, ""
+    if vllm_ascend is None:
+        return False, (
+            f"vllm-ascend release unknown, and no tagged release up to the last the rules know "
+            f"serves generic block-FP8 on {hw['name']}"
+        )
+    if rule is None:
+        return False, (
+            f"no block_fp8 rule covers vllm-ascend {vllm_ascend}: whether it serves generic "
+            f"block-FP8 on {hw['name']} is not known"
+        )
+    what = "refuses" if rule["outcome"] == "refused" else "fails to load"
+    return False, (
+        f"vllm-ascend {vllm_ascend} {what} a generic block-FP8 checkpoint on every device "
+        f"({rule['error'].replace('{config_class}', '<config class>')}; "
+        f"{rule['from']}-{rule['to']}: {rule['source']})"
+    )

@@ -183,9 +183,14 @@ def check_model(facts: dict, model_dir: str, max_model_len: int | None) -> None:
 
 
 def resolve_quantization(
-    facts: dict, requested: str | None, hw: dict, model_dir: str
+    facts: dict, requested: str | None, model_dir: str, fp8_refusal: str
 ) -> str | None:
-    """The --quantization value to pass, or CheckFailed for a mismatch (pitfall 7)."""
+    """The --quantization value to pass, or CheckFailed for a mismatch (pitfall 7).
+
+    ``fp8_refusal``: why this release cannot serve block-FP8 as it is on this hardware
+    (``rules.block_fp8_native``); empty when it can.
+    """
+    fp8_native = not fp8_refusal
     method = facts["quant_method"]
     desc = os.path.join(model_dir, MODELSLIM_DESCRIPTION)
     if requested is not None:
@@ -198,10 +203,9 @@ def resolve_quantization(
                 "Config Not Found') or produce garbage. Drop --quantization"
                 + (", the FP8 weights are converted to BF16" if method == "fp8" else "")
             )
-        if req == "fp8" and not hw["fp8_native"]:
+        if req == "fp8" and not fp8_native:
             raise CheckFailed(
-                f"--quantization fp8: {hw['name']} has no FP8 compute (vllm-ascend: "
-                "'fp8 quantization is currently not supported in npu'); the plan serves the "
+                f"--quantization fp8 cannot be served: {fp8_refusal}; the plan serves the "
                 "checkpoint converted to BF16. Drop --quantization, or re-quantize with "
                 "ModelSlim (W8A8) and use --quantization ascend"
             )
@@ -214,5 +218,5 @@ def resolve_quantization(
     if method == "ascend":
         return "ascend"
     if method == "fp8":
-        return "fp8" if hw["fp8_native"] else None  # converted to BF16 otherwise
+        return "fp8" if fp8_native else None  # converted to BF16 otherwise
     return method  # compressed-tensors etc.: vLLM reads the method from config.json

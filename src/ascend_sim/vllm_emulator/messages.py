@@ -98,9 +98,15 @@ ACL_RECTIFY = "        Rectify the fault based on the error information in the a
 # Source: vLLM Platform.verify_quantization (vllm/platforms/interface.py),
 # pitfall 2 (tests/data/logs); vllm-ascend <= v0.20.2rc1.
 QUANT_NOT_SUPPORTED = "ValueError: {quant} quantization is currently not supported in npu."
-# Source: https://github.com/vllm-project/vllm-ascend/issues/14467 (v0.21.0rc1 .. v0.23.0:
-# AscendFp8Config routes a generic block-FP8 model to the DeepSeek-V4 scheme).
+# Source: https://github.com/vllm-project/vllm-ascend/issues/14467 (v0.21.0rc1 .. v0.25.1rc1,
+# every device: AscendFp8Config routes a generic block-FP8 model to the DeepSeek-V4 scheme);
+# the emulator prints serve_rules.json block_fp8's copy, which a test keeps equal to this.
 FP8_O_GROUPS = "AttributeError: '{config_class}' object has no attribute 'o_groups'"
+# Emulated (no upstream text): a release that no block_fp8 rule in serve_rules.json covers.
+FP8_NO_RULE = (
+    "NotImplementedError: (emulated) vllm-ascend {release} is not covered by a block_fp8 rule "
+    "(serve_rules.json); the emulator does not know how it treats a block-FP8 checkpoint"
+)
 
 # --- Pitfall 3: port in use ------------------------------------------------------------------
 # Source: https://github.com/vllm-project/vllm/issues/9763 (vLLM binds its API socket first).

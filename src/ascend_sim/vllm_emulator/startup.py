@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ascend_deploy.errors import InputError
 from ascend_deploy.model.files import load_config, read_json_file, read_weight_layout
+from ascend_deploy.planning.rules import block_fp8_rule, shipped_rules
 
 from . import device
 from . import messages as M
@@ -89,6 +90,15 @@ def _first_quant_param(model: str) -> str:
         return "layers.0.mlp.gate_up_proj.deq_scale"
     parts = names[0].removeprefix("model.").split(".")
     return ".".join(_STACKED.get(p, p) for p in parts)
+
+
+def _block_fp8_rule(vllm_ascend: str) -> dict:
+    """The release's block_fp8 entry (the shipped serving rules, which the planner reads too);
+    a release no entry covers fails, said to be emulated."""
+    rule = block_fp8_rule(shipped_rules(), vllm_ascend)
+    if rule is None:
+        return {"outcome": "load_error", "error": M.FP8_NO_RULE.format(release=vllm_ascend)}
+    return rule
 
 
 def _config_class(config: dict) -> str:
@@ -326,10 +336,14 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             "utils.py:97",
             M.QUANT_AUTODETECTED.format(method=quant, source=MODELSLIM_DESCRIPTION),
         )
-    hardware = row.get("hardware", "a2")
-    if quant is not None and quant not in beh.supported_quantization:
-        _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
+    # A generic block-FP8 checkpoint: the release's block_fp8 rule (serve_rules.json, the
+    # planner's data) decides, on every device.
     fp8 = quant == "fp8"
+    fp8_rule = _block_fp8_rule(row["vllm_ascend"]) if fp8 else None
+    if fp8_rule and fp8_rule["outcome"] == "refused":
+        _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
+    if quant is not None and not fp8 and quant not in beh.supported_quantization:
+        _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
     if heads % args.tensor_parallel_size:
         _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
 
@@ -434,8 +448,8 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             ],
             loc="multiproc_executor.py:824",
         )
-    if fp8 and hardware in ("a2", "a3"):
-        _fail_engine(log, [M.FP8_O_GROUPS.format(config_class=_config_class(config))])
+    if fp8_rule and fp8_rule["outcome"] == "load_error":
+        _fail_engine(log, [fp8_rule["error"].format(config_class=_config_class(config))])
     log.info("default_loader.py:262", M.LOADING_TOOK.format(seconds=0.5), proc="EngineCore_DP0")
     log.info(
         "model_runner_v1.py:2341",

@@ -500,3 +500,146 @@ def test_cli_check_with_flags(tmp_path, capsys):
 def test_cli_check_needs_a_cann(tmp_path, capsys):
     assert main(["compat", "check", "--root", str(tmp_path), "--torch", "2.8.0"]) == 2
     assert "pass --cann" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- images built
+
+
+def _upstream_built(image: str) -> bool:
+    """Whether upstream's image workflow built ``image`` (schedule_image_build_and_push.yaml
+    at each tag): A2 every tag, -a3 from v0.10.0rc1, -310p from v0.9.1rc1 where the release
+    lists 310P, -a5 at v0.23.0 only; each also as -openeuler."""
+    tag = image.rsplit(":", 1)[1].removesuffix("-openeuler")
+    release, _, suffix = tag.partition("-")
+    row = compat.find_row(release)
+    if row is None:
+        return False
+    if suffix == "a5":
+        return release == "v0.23.0"
+    hardware = suffix or "a2"
+    if not compat.hardware_support(row, hardware)[0]:
+        return False
+    first = {"a2": "v0.7.1rc1", "a3": "v0.10.0rc1", "310p": "v0.9.1rc1"}[hardware]
+    return compat.version_key(release) >= compat.version_key(first)
+
+
+CANNS = sorted(
+    {compat.row_cann(r, hw) for r in compat.load_matrix() for hw in compat.HARDWARE}
+    | {"8.5.1", "9.0.0", "9.0.1", "9.1.0"}
+)
+
+
+@pytest.mark.parametrize("hardware", compat.HARDWARE)
+def test_every_resolved_image_is_one_upstream_built(hardware):
+    seen = []
+    for allow_rc in (False, True):
+        for os_variant in (None, "openeuler"):
+            for cann in CANNS:
+                try:
+                    row = compat.resolve(cann, hardware, allow_rc=allow_rc, os_variant=os_variant)
+                except (CheckFailed, InputError):
+                    continue
+                seen.append(row["image"])
+                if row["image"] is None:
+                    assert any("upstream built no" in n for n in row["notes"])
+            for driver in ("24.1.rc2", "25.0.rc1", "25.5.1", "26.1.0", None):
+                try:
+                    row = compat.resolve_for_driver(
+                        driver, hardware, allow_rc=allow_rc, os_variant=os_variant
+                    )
+                except CheckFailed:
+                    continue
+                assert row["image"] is not None, row["vllm_ascend"]  # container mode
+                seen.append(row["image"])
+        for row in compat.load_matrix():
+            if compat.hardware_support(row, hardware)[0]:
+                seen.append(compat.resolve_pinned(row["vllm_ascend"], hardware)["image"])
+    images = [i for i in seen if i is not None]
+    assert images and all(_upstream_built(i) for i in images), [
+        i for i in images if not _upstream_built(i)
+    ]
+
+
+def test_a5_images_exist_only_at_v0_23_0():
+    old = compat.resolve("8.5.1", "a5")
+    assert old["vllm_ascend"] == "v0.18.0" and old["image"] is None  # host mode still works
+    assert any("upstream built no -a5 image for v0.18.0" in n for n in old["notes"])
+    assert any("v0.23.0 (CANN 9.1.0)" in n for n in old["notes"])
+    rc = compat.resolve("9.0.0", "a5", allow_rc=True)
+    assert rc["vllm_ascend"] == "v0.22.1rc1" and rc["image"] is None
+    assert compat.resolve("9.0.1", "a5", allow_rc=True)["image"] is None
+    new = compat.resolve("9.1.0", "a5", allow_rc=True, os_variant="openeuler")
+    assert new["image"] == "quay.io/ascend/vllm-ascend:v0.23.0-a5-openeuler"
+    for allow_rc in (False, True):
+        row = compat.resolve_for_driver("25.5.1", "a5", allow_rc=allow_rc)
+        assert row["image"] == "quay.io/ascend/vllm-ascend:v0.23.0-a5"
+    pinned = compat.resolve_pinned("v0.22.1rc1", "a5")
+    assert pinned["image"] is None and "Dockerfile.a5" in pinned["notes"][0]
+
+
+def test_image_ranges_are_data_a_matrix_can_change():
+    doc = json.loads(json.dumps(compat.read_matrix()))
+    doc["images"]["built"]["a5"].append({"from": "v0.25.1rc1"})
+    row = next(r for r in doc["rows"] if r["vllm_ascend"] == "v0.25.1rc1")
+    row["hardware"] = ["a2", "a5"]
+    assert compat.resolve_pinned("v0.25.1rc1", "a5", matrix=doc)["image"].endswith(":v0.25.1rc1-a5")
+
+
+# ----------------------------------------------------------------------------- host pins
+
+# The stacks upstream's installation.md / requirements.txt at each tag install with pip
+# (torch-npu==2.7.1 at v0.11.0rc3 and v0.11.0, ==2.8.0 at v0.13.0rc2, ==2.9.0 at v0.18.0).
+GUIDE_STACKS = [
+    ("v0.11.0rc3", "8.3.RC2", "a2", "2.7.1", "2.7.1", "0.11.0", "3.11.9"),
+    ("v0.11.0", "8.3.RC2", "a3", "2.7.1", "2.7.1", "0.11.0", "3.11.9"),
+    ("v0.13.0rc2", "8.5.0", "a2", "2.8.0", "2.8.0", "0.13.0", "3.11.9"),
+    ("v0.18.0", "8.5.1", "a2", "2.9.0", "2.9.0", "0.18.0", "3.11.9"),
+]
+
+
+@pytest.mark.parametrize("release, cann, hw, torch, torch_npu, vllm, py", GUIDE_STACKS)
+def test_check_accepts_a_stack_installed_as_the_installation_guide_says(
+    release, cann, hw, torch, torch_npu, vllm, py
+):
+    installed = {
+        "packages": {
+            "torch": torch,
+            "torch_npu": torch_npu,
+            "vllm": vllm,
+            "vllm_ascend": release.lstrip("v"),
+        },
+        "python": py,
+    }
+    findings = compat.check(installed, cann, hw)
+    assert {f["status"] for f in findings} == {"ok"}, [f for f in findings if f["status"] != "ok"]
+    assert "(the package's pin)" in _by_id(findings)["compat.torch_npu"]["evidence"]
+    # the build the versioning policy / image names is accepted too
+    row = compat.find_row(release)
+    installed["packages"]["torch_npu"] = row["torch_npu"]
+    assert {f["status"] for f in compat.check(installed, cann, hw)} == {"ok"}
+
+
+def test_host_pins_resolve_from_an_index_and_say_where_the_image_wheels_are():
+    row = compat.resolve_pinned("v0.18.0", "a2")
+    assert row["pins"]["torch_npu"] == "torch-npu==2.9.0"
+    assert "+git" not in row["pip"] and "dev2026" not in row["pip"]
+    note = next(n for n in row["notes"] if "torch-npu" in n)
+    assert "https://vllm-ascend.obs.cn-north-4.myhuaweicloud.com/vllm-ascend/" in note
+    assert "2.9.0.post1+git4c901a4" in note
+    assert any("triton-ascend 3.2.0.dev20260322" in n for n in row["notes"])
+    old = compat.resolve("8.3.RC2", "a2")
+    assert old["vllm_ascend"] == "v0.11.0" and old["pins"]["torch_npu"] == "torch-npu==2.7.1"
+    assert any("names 2.7.1.post1" in n for n in old["notes"])
+
+
+def test_v0_18_0_on_310p_with_cann_9_0_0_uses_the_release_notes_upgrade():
+    row = compat.resolve("9.0.0", "310p")
+    assert row["vllm_ascend"] == "v0.18.0" and row["cann"] == "9.0.0"
+    assert row["pins"]["torch_npu"] == "torch-npu==2.9.0.post2"
+    assert any("triton-ascend 3.2.1" in n for n in row["notes"])
+    installed = {"torch": "2.9.0", "vllm": "0.18.0", "vllm_ascend": "0.18.0"}
+    ok = _by_id(compat.check({**installed, "torch_npu": "2.9.0.post2"}, "9.0.0", "310p"))
+    assert ok["compat.torch_npu"]["status"] == "ok"
+    bad = _by_id(compat.check({**installed, "torch_npu": "2.9.0.post1"}, "9.0.0", "310p"))
+    assert bad["compat.torch_npu"]["status"] == "fail"
+    assert "torch-npu==2.9.0.post2" in bad["compat.torch_npu"]["fix"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -428,11 +429,52 @@ def test_version_order():
         version_key("latest")
 
 
-def test_a5_serves_fp8_natively_and_310p_runs_eager_in_fp16(qwen3_checkpoints):
-    a5 = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hardware="a5")
-    assert a5["model"]["needs_conversion"] is False
-    assert a5["argv"][2] == qwen3_checkpoints["4b-fp8"]
+A5_FP8 = {  # release -> what upstream does with Qwen3-FP8 (serve_rules block_fp8)
+    "v0.17.0rc1": "fp8 quantization is currently not supported in npu",
+    "v0.20.2rc1": "fp8 quantization is currently not supported in npu",
+    "v0.21.0rc1": "o_groups",
+    "v0.23.0": "o_groups",
+    "v0.25.1rc1": "o_groups",
+    "v0.27.1rc1": "no block_fp8 rule covers vllm-ascend v0.27.1rc1",
+    None: "vllm-ascend release unknown",
+}
+
+
+@pytest.mark.parametrize("release", list(A5_FP8))
+def test_a5_converts_block_fp8_for_every_release_that_cannot_serve_it(qwen3_checkpoints, release):
+    """Ascend 950 computes FP8, but no tagged release serves Qwen3-FP8 as it is: v0.17.0rc1-
+    v0.20.2rc1 refuse fp8, v0.21.0rc1-v0.25.1rc1 fail on o_groups (issue #14467)."""
+    fp8 = qwen3_checkpoints["4b-fp8"]
+    plan = make_plan(fp8, hbm_total_mb=GB64, hardware="a5", vllm_ascend=release)
+    assert plan["model"]["needs_conversion"] is True
+    assert plan["argv"][2] == fp8 + "-bf16" and plan["quantization"] is None
+    assert plan["memory"]["weights_per_npu_mb"] > 2 * 4_412_063_872 // 2**20 * 0.9
+    note = next(n for n in plan["notes"] if n.startswith("FP8 weights are converted"))
+    assert A5_FP8[release] in note
+    with pytest.raises(CheckFailed, match=re.escape(A5_FP8[release])):
+        make_plan(fp8, hbm_total_mb=GB64, hardware="a5", vllm_ascend=release, quantization="fp8")
+
+
+def test_a5_serves_fp8_natively_only_where_a_release_rule_says_native(qwen3_checkpoints):
+    rules = load_rules()
+    rules["block_fp8"]["releases"].append(
+        {"from": "v0.27.1rc1", "to": "v0.27.1", "outcome": "native", "error": "", "source": "site"}
+    )
+    fp8 = qwen3_checkpoints["4b-fp8"]
+    a5 = make_plan(fp8, hbm_total_mb=GB64, hardware="a5", vllm_ascend="v0.27.1", rules=rules)
+    assert a5["model"]["needs_conversion"] is False and a5["argv"][2] == fp8
+    assert a5["quantization"] == "fp8"
     assert a5["memory"]["weights_per_npu_mb"] == -(-4_412_063_872 // 2**20)
+    # the same release on hardware without FP8 compute still converts
+    a3 = make_plan(fp8, hbm_total_mb=GB64, hardware="a3", vllm_ascend="v0.27.1", rules=rules)
+    assert a3["model"]["needs_conversion"] is True
+    assert any("Atlas A3 (910C) has no FP8 compute" in n for n in a3["notes"])
+    rules["block_fp8"]["releases"].append({"from": "v0.28.0", "to": "v0.29.0", "outcome": "ok"})
+    with pytest.raises(InputError, match="needs an outcome in refused, load_error, native"):
+        make_plan(fp8, hbm_total_mb=GB64, hardware="a5", vllm_ascend="v0.28.0", rules=rules)
+
+
+def test_310p_runs_eager_in_fp16_and_unknown_hardware_is_refused(qwen3_checkpoints):
     p310 = make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=24576, hardware="310p")
     assert "--enforce-eager" in p310["argv"] and flag(p310["argv"], "--dtype") == "float16"
     assert p310["memory"]["graph_capture_mb"] == 0

@@ -18,7 +18,10 @@ import time
 import pytest
 
 from ascend_deploy.model.info import inspect_model
+from ascend_deploy.planning import compat
 from ascend_deploy.planning.memory import DEFAULT_MODEL
+from ascend_deploy.planning.rules import block_fp8_rule, shipped_rules
+from ascend_deploy.versioning import version_key
 from ascend_sim.checkpoints import with_yarn, write_checkpoint
 from ascend_sim.npu_registry import live_holders
 from ascend_sim.tokenizer import tokenizer_json
@@ -34,6 +37,7 @@ from ascend_sim.vllm_emulator.sandbox import (
     write_row,
     write_tiny_random_model,
 )
+from ascend_sim.vllm_emulator.versions import behaviour_for
 
 GIB = 1 << 30
 
@@ -218,6 +222,64 @@ def test_fp8_later_failure_mode_on_v0_23(tmp_path, q4b_fp8):
     assert res.returncode == 1
     assert "AttributeError: 'Qwen3Config' object has no attribute 'o_groups'" in res.stderr
     assert "fp8 quantization is currently not supported" not in res.stderr + res.stdout
+
+
+def _fp8_row(release: str, hardware: str) -> dict:
+    """The emulator's image row for a matrix release on ``hardware`` (CANN as resolved)."""
+    row = compat.find_row(release)
+    return {
+        "vllm_ascend": row["vllm_ascend"],
+        "vllm": row["vllm"].split("/")[0],
+        "torch": row["torch"],
+        "torch_npu": row["torch_npu"],
+        "cann": compat.row_cann(row, hardware),
+        "hardware": hardware,
+    }
+
+
+# Upstream per tag (platform.py supported_quantization; fp8_config.py / methods/fp8.py and
+# issue #14467): refused up to v0.20.2rc1, o_groups from v0.21.0rc1 to v0.25.1rc1, any device.
+FP8_BY_RELEASE = [
+    (
+        r["vllm_ascend"],
+        "refused" if version_key(r["vllm_ascend"]) < version_key("v0.21.0rc1") else "o_groups",
+    )
+    for r in compat.load_matrix()
+    if version_key(r["vllm_ascend"]) >= version_key("v0.17.0rc1")
+]
+
+
+@pytest.mark.parametrize("hardware", ["a2", "a3", "a5", "310p"])
+@pytest.mark.parametrize(("release", "outcome"), FP8_BY_RELEASE)
+def test_block_fp8_fails_per_release_on_every_device(tmp_path, q4b_fp8, release, outcome, hardware):
+    res = run(serve_args(q4b_fp8), sandbox(tmp_path, row=_fp8_row(release, hardware)))
+    assert res.returncode == 1, res.stdout[-2000:]
+    if outcome == "refused":
+        assert res.stderr.strip() == M.QUANT_NOT_SUPPORTED.format(quant="fp8")
+    else:
+        assert M.FP8_O_GROUPS.format(config_class="Qwen3Config") in res.stderr
+        assert "not supported in npu" not in res.stderr + res.stdout
+
+
+def test_block_fp8_rules_agree_with_the_emulators_allow_list_and_message():
+    rules = shipped_rules()
+    for row in compat.load_matrix():
+        rule = block_fp8_rule(rules, row["vllm_ascend"])
+        assert rule is not None, row["vllm_ascend"]
+        allowed = "fp8" in behaviour_for(row["vllm_ascend"]).supported_quantization
+        assert allowed == (rule["outcome"] != "refused"), row["vllm_ascend"]
+    errors = {r["outcome"]: r["error"] for r in rules["block_fp8"]["releases"]}
+    assert errors == {
+        "refused": M.QUANT_NOT_SUPPORTED.format(quant="fp8"),
+        "load_error": M.FP8_O_GROUPS,
+    }
+
+
+def test_block_fp8_on_a_release_no_rule_covers_says_it_is_emulated(tmp_path, q4b_fp8):
+    row = dict(_fp8_row("v0.25.1rc1", "a5"), vllm_ascend="v0.27.1rc1")
+    res = run(serve_args(q4b_fp8), sandbox(tmp_path, row=row))
+    assert res.returncode == 1
+    assert M.FP8_NO_RULE.format(release="v0.27.1rc1") in res.stderr
 
 
 def test_quantization_method_not_in_the_releases_allow_list(tmp_path, tiny_random_model):
