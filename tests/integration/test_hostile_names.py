@@ -10,6 +10,7 @@ own directory only.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -97,8 +98,23 @@ def test_model_name_with_a_colon_is_refused_before_the_host(host):
     assert "qwen:tiny" not in staged, staged
 
 
-def test_undeploy_with_a_plain_name_removes_only_its_directory(host):
+def test_undeploy_with_a_plain_name_removes_only_its_directory_and_targets(host, tmp_path):
+    """Only qwen3's directory and qwen3's Prometheus targets leave; service other keeps both."""
     plant()
-    rc, out = playbook(host, "playbooks/undeploy.yml", "-e", "vllm_service_name=qwen3")
+    sd = tmp_path / "targets.json"
+    groups = [
+        {"targets": [f"127.0.0.1:{port}"], "labels": {"host": HOST, "service": svc, "replica": rep}}
+        for port, svc, rep in ((8000, "qwen3", "qwen3-0"), (8004, "other", "other-0"))
+    ]
+    sd.write_text(json.dumps(groups))
+    rc, out = playbook(
+        host,
+        "playbooks/undeploy.yml",
+        "-e",
+        "vllm_service_name=qwen3",
+        "-e",
+        f"ascend_prometheus_sd_file={sd}",
+    )
     assert rc == 0, out[-3000:]
     assert present() == list(PLANTED[1:])
+    assert [g["labels"]["replica"] for g in json.loads(sd.read_text())] == ["other-0"]
