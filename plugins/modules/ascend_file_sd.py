@@ -38,6 +38,12 @@ options:
     description: Every host of the fleet; groups of other hosts are dropped. Omit to keep them.
     type: list
     elements: str
+  services:
+    description:
+      - Host to service name. A host named here loses only the groups of that service (other
+        services on the host keep their targets). Hosts not named lose all their groups.
+    type: dict
+    default: {}
   labels:
     description: Labels added to every group (they cannot replace the replica's own).
     type: dict
@@ -91,13 +97,20 @@ def main() -> None:
             "hosts": {"type": "list", "elements": "str", "default": []},
             "fleet": {"type": "list", "elements": "str"},
             "labels": {"type": "dict", "default": {}},
+            "services": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
         changed, groups = file_sd.update(
-            p["path"], p["replicas"], p["hosts"], p["fleet"], p["labels"], module.check_mode
+            p["path"],
+            p["replicas"],
+            p["hosts"],
+            p["fleet"],
+            p["labels"],
+            module.check_mode,
+            {str(h): str(s) for h, s in p["services"].items()},
         )
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))

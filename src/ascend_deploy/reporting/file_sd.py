@@ -5,7 +5,8 @@ The file is what Prometheus' ``file_sd_configs`` reads
 a JSON list of target groups ``{"targets": ["host:port"], "labels": {...}}``. One group per
 replica, labelled with its host, NPUs, served model, service and container name. A deploy
 replaces the groups of the hosts it deployed, keeps those of the other hosts still in the
-fleet (failed, not run, left out by ``--limit``) and drops hosts no longer in it. The file is
+fleet (failed, not run, left out by ``--limit``) and drops hosts no longer in it; given the
+service each replaced host ran, it replaces only that (host, service)'s groups. The file is
 replaced atomically (temporary file in the same directory, fsync, rename): Prometheus never
 reads half a file. Standard library only.
 """
@@ -131,16 +132,27 @@ def merge(
     groups: Iterable[dict],
     replaced_hosts: Iterable[str],
     fleet: Iterable[str] | None = None,
+    services: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """``existing`` without the groups of ``replaced_hosts`` (and of hosts not in ``fleet``,
-    when given), plus ``groups``; sorted by host, service, replica."""
+    when given), plus ``groups``; sorted by host, service, replica. A host named in
+    ``services`` loses only the groups of that service: two services on one host keep each
+    other's targets through each other's deploy and undeploy."""
     replaced = set(replaced_hosts)
+    only = dict(services or {})
     keep_hosts = None if fleet is None else set(fleet)
+
+    def replaced_group(labels: Mapping) -> bool:
+        host = labels.get("host")
+        if host not in replaced:
+            return False
+        return host not in only or labels.get("service", "") == only[host]
+
     kept = [
         g
         for g in existing
-        if (host := (g.get("labels") or {}).get("host")) not in replaced
-        and (keep_hosts is None or host in keep_hosts)
+        if not replaced_group(g.get("labels") or {})
+        and (keep_hosts is None or (g.get("labels") or {}).get("host") in keep_hosts)
     ]
     return sorted([*kept, *groups], key=_key)
 
@@ -193,6 +205,7 @@ def update(
     fleet: Iterable[str] | None = None,
     extra_labels: Mapping[str, object] | None = None,
     check: bool = False,
+    services: Mapping[str, str] | None = None,
 ) -> tuple[bool, list[dict]]:
     """Merge the replicas' groups into ``path``; return (changed, the groups in the file)."""
     replaced = set(replaced_hosts)
@@ -202,7 +215,7 @@ def update(
         raise InputError(
             f"file_sd: replicas of {', '.join(strays)} given, but not among the replaced hosts"
         )
-    merged = merge(load(path), groups, replaced, fleet)
+    merged = merge(load(path), groups, replaced, fleet, services)
     if check:
         try:
             with open(path, encoding="utf-8") as fh:

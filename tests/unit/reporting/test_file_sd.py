@@ -79,3 +79,20 @@ def test_existing_file_must_be_file_sd(tmp_path):
         file_sd.load(str(path))
     with pytest.raises(InputError, match="replicas of npu-a given, but not among"):
         file_sd.update(str(tmp_path / "u.json"), [REPLICA], ["npu-b"])
+
+
+def test_two_services_on_one_host_keep_each_others_targets(tmp_path):
+    """Issue 22: deploying or undeploying service B on a host leaves service A's targets."""
+    path = str(tmp_path / "targets.json")
+    a = {**REPLICA, "service": "qwen3", "replica": "qwen3-0", "port": 8000}
+    b = {**REPLICA, "service": "other", "replica": "other-0", "port": 8004}
+    file_sd.update(path, [a], ["npu-a"], services={"npu-a": "qwen3"})
+    _, groups = file_sd.update(path, [b], ["npu-a"], services={"npu-a": "other"})
+    assert sorted(g["labels"]["replica"] for g in groups) == ["other-0", "qwen3-0"]
+    # B's undeploy: only B's targets leave
+    _, groups = file_sd.update(path, [], ["npu-a"], services={"npu-a": "other"})
+    assert [g["labels"]["replica"] for g in groups] == ["qwen3-0"]
+    assert json.loads(Path(path).read_text()) == groups
+    # without services (older callers): the host's groups are all replaced
+    _, groups = file_sd.update(path, [b], ["npu-a"])
+    assert [g["labels"]["replica"] for g in groups] == ["other-0"]
