@@ -406,7 +406,9 @@ def test_cli_real_containers_ours_by_label_foreign_by_name(capsys):
     try:
         _docker_run(ours, port_ours, {"ascend-deploy.service": service})
         _docker_run(theirs, port_theirs, {})
-        npu = str(SAMPLES / "npu-smi-info_910B4_anon_busid_10.txt")
+        # a complete npu-smi output with its process table ("No running processes found"):
+        # an output that ends before it leaves the NPU unchecked, which is exit 1
+        npu = str(SAMPLES / "npu-smi-info_310P3_no_processes_3.txt")
         base = ["procs", "--service", service, "--npu-smi-file", npu, "--json"]
         assert main([*base, "--port", str(port_ours)]) == 0
         (entry,) = json.loads(capsys.readouterr().out)["listeners"]
