@@ -432,7 +432,7 @@ def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
             "argv": plan["argv"],
         }
     ]
-    assert plan["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "2,5"
+    assert plan["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
     assert plan["env"]["ASCEND_DEPLOY_PROBE"] == "role-rules"
     assert res["both"]["failed"] and "mutually exclusive" in res["both"]["msg"]
 

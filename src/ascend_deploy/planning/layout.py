@@ -1,10 +1,12 @@
 """Replica layout: which NPUs, device files, environment, port and argv each replica gets.
 
 Replica ``r`` of a service at TP ``t`` runs in container ``<service>-<r>`` on the NPUs
-``ids[r*t:(r+1)*t]`` (the real NPU ids the service was given), sees them through
+``ids[r*t:(r+1)*t]`` (the host device ids the service was given), sees them through
 ``/dev/davinci<id>`` plus the shared device files of the vllm-ascend ``docker run`` example
-(https://docs.vllm.ai/projects/ascend/en/latest/installation.html), addresses them as
-``ASCEND_RT_VISIBLE_DEVICES=<ids>`` and listens on ``port + r``. At TP > 1 with several
+(https://docs.vllm.ai/projects/ascend/en/latest/installation.html), addresses them in the
+container's own numbering, ``ASCEND_RT_VISIBLE_DEVICES=0,..,t-1`` (inside a container the
+runtime numbers the mounted devices 0..k-1: docs/device-numbering.md), and listens on
+``port + r``. At TP > 1 with several
 replicas each gets its own HCCL port range (``hccl_ports`` in the serving rules).
 Standard library only.
 """
@@ -57,6 +59,15 @@ def swap_space(
     return gib
 
 
+def container_visible_devices(count: int) -> str:
+    """``ASCEND_RT_VISIBLE_DEVICES`` for a container that mounts ``count`` /dev/davinciN.
+
+    The runtime numbers the mounted devices 0..count-1 in the order of their host ids, and
+    the variable indexes that numbering, not the host's (docs/device-numbering.md).
+    """
+    return ",".join(str(i) for i in range(count))
+
+
 def replica_specs(
     service: str,
     npu_ids: list[int],
@@ -72,7 +83,7 @@ def replica_specs(
     for r in range(count):
         ids = npu_ids[r * tp : (r + 1) * tp]
         renv = dict(env)
-        renv["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(map(str, ids))
+        renv["ASCEND_RT_VISIBLE_DEVICES"] = container_visible_devices(len(ids))
         if tp > 1 and count > 1 and hccl:
             renv["HCCL_IF_BASE_PORT"] = str(hccl["base"] + r * hccl["stride_per_replica"])
         specs.append(

@@ -39,7 +39,13 @@ def registry_dir() -> str:
 class NpuEnvironment:
     """The result of probing devices and driver, as torch_npu would at import/set_device."""
 
-    visible: list[int] = field(default_factory=list)  # logical order = ASCEND_RT_VISIBLE_DEVICES
+    # Host device ids, in the order the runtime uses them: the mounted /dev/davinciN are
+    # numbered 0..k-1 inside the container (sorted by N) and ASCEND_RT_VISIBLE_DEVICES picks
+    # from that numbering (docs/device-numbering.md).
+    visible: list[int] = field(default_factory=list)
+    mounted: list[int] = field(default_factory=list)  # host ids of the mounted /dev/davinciN
+    mask: str | None = None  # ASCEND_RT_VISIBLE_DEVICES as given
+    dropped: list[str] = field(default_factory=list)  # mask entries outside the container's 0..k-1
     missing: list[str] = field(default_factory=list)  # device nodes / mounts that are absent
     driver_version: str | None = None
     driver_inner: str | None = None  # Innerversion (the driver's release train, C-code)
@@ -49,7 +55,7 @@ class NpuEnvironment:
 
     @property
     def usable(self) -> bool:
-        return not self.missing and bool(self.visible) and self.state is not None
+        return not self.missing and bool(self.mounted) and self.state is not None
 
 
 def _read_info(p: str, keys: tuple[str, ...]) -> dict[str, str]:
@@ -89,19 +95,22 @@ def probe() -> NpuEnvironment:
     except OSError:
         pass
     present.sort()
+    env.mounted = present
+    if not present:
+        env.missing.append("/dev/davinci*")
     mask = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
     if mask is not None and mask.strip():
-        wanted = []
+        # The runtime reads the mask as container numbering and silently drops entries that
+        # are not in it (vllm-ascend PR #10227); the failure shows at set_device.
+        env.mask = mask
         for part in mask.split(","):
             part = part.strip()
-            if part.isdigit():
-                wanted.append(int(part))
-        env.visible = [n for n in wanted if n in present]
-        env.missing += [f"/dev/davinci{n}" for n in wanted if n not in present]
+            if part.isdigit() and int(part) < len(present):
+                env.visible.append(present[int(part)])
+            else:
+                env.dropped.append(part)
     else:
-        env.visible = present
-        if not present:
-            env.missing.append("/dev/davinci*")
+        env.visible = list(present)
     for node in MANAGEMENT_NODES:
         if not os.path.exists(os.path.join(dev, node)):
             env.missing.append(f"/dev/{node}")

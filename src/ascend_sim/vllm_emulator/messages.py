@@ -241,6 +241,20 @@ SIZE_MISMATCH = (
     "RuntimeError: The size of tensor a ({a}) must match the size of tensor b ({b}) at "
     "non-singleton dimension 2"
 )
+# Source: https://github.com/gpustack/gpustack/issues/3352 (the CANN runtime's log when the
+# container has one mounted device and ASCEND_RT_VISIBLE_DEVICES=4), and vllm-ascend PR #10227
+# (the runtime drops mask entries outside the container's numbering; set_device then fails
+# with "open device N failed, runtime result = 107001"). docs/device-numbering.md.
+SET_VISIBLE_FAILED = (
+    "[ERROR] RUNTIME SetDevice:Set visible device failed, invalid device={device}, "
+    "input visible devices:{mask}"
+)
+RT_SET_DEVICE_FAILED = (
+    "[ERROR] RUNTIME rtSetDevice:ErrCode=107001, desc=[device id error], InnerCode=0x7010003"
+)
+ACL_OPEN_DEVICE_FAILED = (
+    "[ERROR] ASCENDCL aclrtSetDeviceImpl: open device {device} failed, runtime result = 107001."
+)
 # Emulator wording (no single upstream text): more ranks than visible NPUs.
 NOT_ENOUGH_DEVICES = (
     "RuntimeError: tensor_parallel_size={tp} needs {tp} NPUs but only {visible} are visible "

@@ -361,6 +361,19 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
 
     # 4. Worker init: devices, driver vs CANN, HCCL.
     tp = args.tensor_parallel_size
+    if env.dropped and tp > len(env.visible):
+        # The mask names a device outside the container's 0..k-1: the runtime dropped it and
+        # set_device on the first missing rank fails (docs/device-numbering.md).
+        rank = len(env.visible)
+        _fail_engine(
+            log,
+            [
+                M.SET_VISIBLE_FAILED.format(device=rank, mask=env.mask),
+                M.RT_SET_DEVICE_FAILED,
+                M.ACL_OPEN_DEVICE_FAILED.format(device=rank),
+            ],
+            loc="multiproc_executor.py:599",
+        )
     if tp > len(env.visible):
         mask = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "")
         _fail_engine(log, [M.NOT_ENOUGH_DEVICES.format(tp=tp, visible=len(env.visible), mask=mask)])

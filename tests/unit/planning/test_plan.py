@@ -71,9 +71,9 @@ def test_one_replica_per_npu_when_the_model_fits_one_card(qwen3_checkpoints):
     assert plan["devices_per_replica"] == [[i] for i in range(8)]
     launches = plan["replica_launch"]
     assert [launch["port"] for launch in launches] == list(range(8000, 8008))
-    assert [launch["env"]["ASCEND_RT_VISIBLE_DEVICES"] for launch in launches] == [
-        str(i) for i in range(8)
-    ]
+    # Each container mounts its own /dev/davinci<i> and names it in its own numbering: 0.
+    assert [launch["env"]["ASCEND_RT_VISIBLE_DEVICES"] for launch in launches] == ["0"] * 8
+    assert [launch["devices"][0] for launch in launches] == [f"/dev/davinci{i}" for i in range(8)]
     assert all("HCCL_OP_EXPANSION_MODE" not in launch["env"] for launch in launches)
 
 
@@ -81,7 +81,7 @@ CONTROL_DEVICES = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 
 
 def test_replicas_get_the_real_npu_ids_devices_and_container_names(qwen3_checkpoints):
-    """NPUs [2, 5] at TP 2: one replica that sees /dev/davinci2 and /dev/davinci5 as 2,5."""
+    """NPUs [2, 5] at TP 2: one replica that mounts /dev/davinci2 and 5 and sees them as 0,1."""
     plan = make_plan(
         qwen3_checkpoints["4b-bf16"],
         hbm_total_mb=GB64,
@@ -96,7 +96,7 @@ def test_replicas_get_the_real_npu_ids_devices_and_container_names(qwen3_checkpo
     assert spec["name"] == "qwen3-0" and spec["index"] == 0 and spec["port"] == 9000
     assert spec["npus"] == [2, 5]
     assert spec["devices"] == ["/dev/davinci2", "/dev/davinci5", *CONTROL_DEVICES]
-    assert spec["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "2,5"
+    assert spec["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
     assert spec["env"] == plan["env"] and spec["argv"] == plan["argv"]
     assert flag(spec["argv"], "--port") == "9000"
     assert flag(spec["argv"], "--tensor-parallel-size") == "2"
@@ -112,7 +112,7 @@ def test_one_replica_per_listed_npu_in_the_order_given(qwen3_checkpoints):
     assert [s["npus"] for s in specs] == [[7], [3], [4]]
     assert [s["devices"][0] for s in specs] == ["/dev/davinci7", "/dev/davinci3", "/dev/davinci4"]
     assert all(s["devices"][1:] == CONTROL_DEVICES for s in specs)
-    assert [s["env"]["ASCEND_RT_VISIBLE_DEVICES"] for s in specs] == ["7", "3", "4"]
+    assert [s["env"]["ASCEND_RT_VISIBLE_DEVICES"] for s in specs] == ["0", "0", "0"]
     assert [s["port"] for s in specs] == [8000, 8001, 8002]
     # A count is NPUs 0..n-1: the same layout as the CLI's --npus
     assert make_plan(qwen3_checkpoints["4b-bf16"], hbm_total_mb=GB64, npus=3)[
@@ -344,11 +344,8 @@ def test_32b_picks_the_smallest_tp_that_fits_and_fills_the_host(qwen3_checkpoint
     ports = [launch["env"]["HCCL_IF_BASE_PORT"] for launch in plan["replica_launch"]]
     assert len(set(ports)) == 4
     assert [launch["env"]["ASCEND_RT_VISIBLE_DEVICES"] for launch in plan["replica_launch"]] == [
-        "0,1",
-        "2,3",
-        "4,5",
-        "6,7",
-    ]
+        "0,1"
+    ] * 4
 
 
 def test_quantization_ascend_refused_on_fp8_and_bf16(qwen3_checkpoints):
@@ -640,7 +637,7 @@ def test_cli_human_output(qwen3_checkpoints, capsys):
     assert "8,044,936,192 bytes served (398 tensors)" in out
     assert "147,456 bytes per token" in out
     assert "TP 1, 2 replica(s) on NPUs 0, 1" in out
-    assert "replica    vllm-1: NPUs 1, port 8001, ASCEND_RT_VISIBLE_DEVICES=1" in out
+    assert "replica    vllm-1: NPUs 1, port 8001, ASCEND_RT_VISIBLE_DEVICES=0" in out
     assert "rules      vllm-ascend v0.13.0, hardware a2" in out
     assert "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in out
     assert "vllm serve " in out and "--max-model-len 40960" in out

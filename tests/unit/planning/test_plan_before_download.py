@@ -104,7 +104,7 @@ def test_one_line_per_replica_and_the_rules_release(qwen3_checkpoints, capsys):
     assert rc == 0
     replicas = [line for line in out.splitlines() if line.startswith("replica    ")]
     assert len(replicas) == 8
-    assert replicas[7] == "replica    vllm-7: NPUs 7, port 8007, ASCEND_RT_VISIBLE_DEVICES=7"
+    assert replicas[7] == "replica    vllm-7: NPUs 7, port 8007, ASCEND_RT_VISIBLE_DEVICES=0"
     assert "rules      vllm-ascend unspecified (" in out
     assert "[[" not in out and "None" not in out
     assert "warning: binds 0.0.0.0 without an API key" in out

@@ -156,10 +156,34 @@ def test_no_devices_means_no_platform(tmp_path, tiny_random_model):
 
 
 def test_visible_device_not_mounted(tmp_path, tiny_random_model):
+    # Two devices mounted are 0 and 1 in the container: 5 is dropped, set_device fails.
     env = sandbox(tmp_path, devices=2, ASCEND_RT_VISIBLE_DEVICES="5")
     res = run(serve_args(tiny_random_model), env)
     assert res.returncode == 1
-    assert M.FAILED_INFER_DEVICE in res.stderr
+    assert M.SET_VISIBLE_FAILED.format(device=0, mask="5") in res.stderr
+    assert M.RT_SET_DEVICE_FAILED in res.stderr
+
+
+def test_host_id_mask_fails_and_container_numbering_starts(tmp_path, tiny_random_model):
+    """The old mapping (only /dev/davinci4 mounted, mask 4) fails; mask 0 starts on chip 4."""
+    old = sandbox(tmp_path / "old", devices=5, ASCEND_RT_VISIBLE_DEVICES="4")
+    dev = os.path.join(old["ASCEND_SIM_ROOT"], "dev")
+    for i in range(4):
+        os.remove(os.path.join(dev, f"davinci{i}"))
+    res = run(serve_args(tiny_random_model), old)
+    assert res.returncode == 1
+    assert M.SET_VISIBLE_FAILED.format(device=0, mask="4") in res.stderr
+    old["ASCEND_RT_VISIBLE_DEVICES"] = "0"
+    from ascend_sim.vllm_emulator import device
+
+    os.environ["ASCEND_SIM_ROOT"] = old["ASCEND_SIM_ROOT"]
+    os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0"
+    try:
+        probed = device.probe()
+    finally:
+        del os.environ["ASCEND_RT_VISIBLE_DEVICES"]
+        del os.environ["ASCEND_SIM_ROOT"]
+    assert probed.mounted == [4] and probed.visible == [4] and probed.usable
 
 
 def test_driver_mount_missing(tmp_path, tiny_random_model):
