@@ -68,6 +68,7 @@ def test_containers_get_the_planned_npus_devices_and_visible_ids(tmp_path, qwen3
     assert reps[0]["devices"] == ["/dev/davinci2", "/dev/davinci5", *CONTROL]
     assert reps[1]["devices"] == ["/dev/davinci7", "/dev/davinci3", *CONTROL]
     assert [r["env"]["ASCEND_RT_VISIBLE_DEVICES"] for r in reps] == ["0,1", "0,1"]
+    assert [r["labels"]["ascend-deploy.npus"] for r in reps] == ["2,5", "7,3"]  # the host's ids
     # per replica: its HCCL port range; the shared env goes to service.env, not here
     assert [set(r["env"]) for r in reps] == [{"ASCEND_RT_VISIBLE_DEVICES", "HCCL_IF_BASE_PORT"}] * 2
     assert reps[0]["env"]["HCCL_IF_BASE_PORT"] != reps[1]["env"]["HCCL_IF_BASE_PORT"]

@@ -42,7 +42,9 @@ def test_one_replica_per_npu_with_exactly_its_device(host):
         devices = {d["PathOnHost"] for d in c["HostConfig"]["Devices"]}
         assert devices == {f"/dev/davinci{i}"} | CONTROL_DEVICES
         assert c["HostConfig"]["Privileged"] is False
-        assert env_of(c)["ASCEND_RT_VISIBLE_DEVICES"] == str(i)
+        # one chip mounted: the runtime numbers it 0 inside the container (docs/device-numbering.md)
+        assert env_of(c)["ASCEND_RT_VISIBLE_DEVICES"] == "0"
+        assert c["Config"]["Labels"]["ascend-deploy.npus"] == str(i)  # the host's id
         argv = c["Config"]["Cmd"]
         assert argv[argv.index("--port") + 1] == str(8000 + i)
 

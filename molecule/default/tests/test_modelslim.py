@@ -36,7 +36,8 @@ def run_argv(
     binds = container["HostConfig"]["Binds"] + ([f"{model}:{model}:ro"] if model else [])
     mounts = [a for b in binds for a in ("-v", b)]
     cmd = ["docker", "run", *(["-d"] if detach else []), "--name", PROBE, "--network", "host"]
-    cmd += ["-e", f"ASCEND_RT_VISIBLE_DEVICES={npu}", *devices, *mounts, image, *argv]
+    # one chip mounted: inside the container it is device 0 (docs/device-numbering.md)
+    cmd += ["-e", "ASCEND_RT_VISIBLE_DEVICES=0", *devices, *mounts, image, *argv]
     return shlex.join(cmd)
 
 
