@@ -17,9 +17,16 @@ options:
     type: path
     required: true
   hbm_total_mb:
-    description: HBM per NPU in MB.
+    description:
+      - HBM per NPU in MB. Give this or C(chips).
     type: int
-    required: true
+  chips:
+    description:
+      - The C(npu-smi info) chips (npu_facts' C(info.chips)) of the NPUs this service gets, in
+        place of C(hbm_total_mb) - the smallest HBM of them, or their DDR (C(Memory-Usage)) on
+        310P cards, which report no HBM (C(ascend_deploy.planning.preflight.npu_memory)).
+    type: list
+    elements: dict
   hbm_used_mb:
     description: HBM already in use on the NPUs we get (largest value), MB.
     type: int
@@ -131,6 +138,9 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.plan import (
     make_plan,
 )
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.preflight import (
+    npu_memory,
+)
 
 _DIRECT = (
     "hbm_total_mb",
@@ -159,7 +169,8 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "model_dir": {"type": "path", "required": True},
-            "hbm_total_mb": {"type": "int", "required": True},
+            "hbm_total_mb": {"type": "int"},
+            "chips": {"type": "list", "elements": "dict"},
             "hbm_used_mb": {"type": "int", "default": 0},
             "npus": {"type": "int"},
             "npu_ids": {"type": "list", "elements": "int"},
@@ -182,11 +193,20 @@ def main() -> None:
             "rules": {"type": "dict"},
             "options": {"type": "dict", "default": {}},
         },
-        mutually_exclusive=[("npus", "npu_ids")],
+        mutually_exclusive=[("npus", "npu_ids"), ("hbm_total_mb", "chips")],
+        required_one_of=[("hbm_total_mb", "chips")],
         supports_check_mode=True,
     )
     p = module.params
     kwargs = {name: p[name] for name in _DIRECT}
+    if p["chips"] is not None:
+        memory = npu_memory(p["chips"])
+        if memory is None:
+            module.fail_json(
+                msg="ascend_plan: npu-smi gave no HBM or memory figures for the chips "
+                f"{[c.get('npu') for c in p['chips']]}; pass hbm_total_mb (MB per NPU)"
+            )
+        kwargs["hbm_total_mb"] = memory[0]
     if p["npu_ids"] is not None:
         kwargs["npus"] = p["npu_ids"]
     kwargs.update(p["options"])

@@ -437,6 +437,51 @@ def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
     assert res["both"]["failed"] and "mutually exclusive" in res["both"]["msg"]
 
 
+def test_plan_takes_the_memory_from_the_chips_ddr_on_310p(tmp_path, big_fp8):
+    """310P cards report DDR as Memory-Usage and no HBM: the role passes the chips and the module
+    plans with their memory (the role took min of hbm_total_mb, None on 310P, and crashed)."""
+    from ascend_deploy.host.npu_smi import parse
+
+    chips_310p = parse((SAMPLES / "npu-smi-info_310P3_no_processes_3.txt").read_text())["chips"]
+    chips_a2 = parse((SAMPLES / "npu-smi-info_910B4_32GB_24.1.1_partial_7.txt").read_text())["chips"][:2]
+    assert chips_310p[0]["hbm_total_mb"] is None and chips_310p[0]["memory_total_mb"] == 21527
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "p310",
+                "ascend_vllm.serving.ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "chips": chips_310p,
+                    "hardware": "310p",
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "a2",
+                "ascend_vllm.serving.ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "chips": chips_a2,
+                    "npu_ids": [0, 1],
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "nofigures",
+                "ascend_vllm.serving.ascend_plan": {
+                    "model_dir": str(big_fp8),
+                    "chips": [{"npu": 3, "hbm_total_mb": None, "memory_total_mb": None}],
+                    "rules": RULES,
+                },
+            },
+        ],
+    )
+    assert res["p310"]["plan"]["memory"]["hbm_total_mb"] == 21527, res["p310"]
+    assert res["a2"]["plan"]["memory"]["hbm_total_mb"] == min(c["hbm_total_mb"] for c in chips_a2)
+    assert res["nofigures"]["failed"] and "[3]" in res["nofigures"]["msg"]
+    assert "hbm_total_mb" in res["nofigures"]["msg"]
+
+
 # ----------------------------------------------------------------------------- convert
 
 
