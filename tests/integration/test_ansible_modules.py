@@ -443,7 +443,8 @@ def test_plan_takes_the_memory_from_the_chips_ddr_on_310p(tmp_path, big_fp8):
     from ascend_deploy.host.npu_smi import parse
 
     chips_310p = parse((SAMPLES / "npu-smi-info_310P3_no_processes_3.txt").read_text())["chips"]
-    chips_a2 = parse((SAMPLES / "npu-smi-info_910B4_32GB_24.1.1_partial_7.txt").read_text())["chips"][:2]
+    a2_sample = SAMPLES / "npu-smi-info_910B4_32GB_24.1.1_partial_7.txt"
+    chips_a2 = parse(a2_sample.read_text())["chips"][:2]
     assert chips_310p[0]["hbm_total_mb"] is None and chips_310p[0]["memory_total_mb"] == 21527
     res = run(
         tmp_path,
