@@ -8,6 +8,7 @@ without any summary.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import socket
@@ -36,7 +37,7 @@ def _run(tmp_path, *args: str) -> tuple[int, str]:
                             "ansible_python_interpreter": "/usr/bin/python3",
                         }
                     },
-                    "vars": {"vllm_service_api_key": "test-key"},
+                    "vars": {"vllm_service_api_key": "test-key", "vllm_service_name": "chat"},
                 }
             }
         }
@@ -56,13 +57,14 @@ def test_a_host_that_does_not_answer_is_in_the_summary(tmp_path):
     assert rc != 0, out[-3000:]
     (row,) = json.loads((tmp_path / "reports" / "deploy-summary.json").read_text())
     assert row["host"] == "gone-host" and row["status"] == "UNREACHABLE", row
+    assert row["service"] == "chat"  # two services on one host are two rows, told apart
     why = row["why"]
     assert "gone-host did not answer (" in why and "Fix: check that the host is up" in why
     if shutil.which("ssh"):  # docker/ci-setup.sh installs openssh-client
         assert "Connection refused" in row["why"], row["why"]
     assert "CANARY gone-host not deployed" in out
     # The table was printed (the rescue's summary, as for a failed canary).
-    assert "gone-host  UNREACHABLE" in out
+    assert re.search(r"gone-host +chat +UNREACHABLE", out), out[-3000:]
 
 
 def test_check_mode_reports_it_the_same_way(tmp_path):
