@@ -8,8 +8,8 @@ without any summary.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import socket
 import subprocess

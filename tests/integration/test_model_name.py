@@ -49,7 +49,7 @@ def test_an_unsafe_model_name_is_refused_before_staging(tmp_path, name):
 
 
 def test_a_plain_model_name_passes_the_check(tmp_path):
-    rc, out = _role(tmp_path, "Qwen3-4B-FP8")
+    _rc, out = _role(tmp_path, "Qwen3-4B-FP8")
     # it goes on to staging, which fails on the missing source: the name check passed
     assert "model_weights_name is" not in out
     assert "nowhere" in out, out[-2000:]
