@@ -122,12 +122,17 @@ def _proc_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _cmdline(pid: int) -> str:
+def _is_playbook(pid: int) -> bool:
+    """Whether process ``pid`` is ansible-playbook itself (its program or the script its
+    interpreter runs), not a shell or a wrapper whose arguments merely mention it."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            argv = fh.read().split(b"\0")
     except OSError:
-        return ""
+        return False
+    return any(
+        os.path.basename(a.decode("utf-8", "replace")) == "ansible-playbook" for a in argv[:2]
+    )
 
 
 def _parent(pid: int) -> int | None:
@@ -147,7 +152,7 @@ def controller(start_pid: int | None = None) -> dict:
     for _ in range(32):
         if pid is None or pid <= 1:
             break
-        if "ansible-playbook" in _cmdline(pid):
+        if _is_playbook(pid):
             playbook_pid = pid  # the outermost one: forked workers carry the same command line
         pid = _parent(pid)
     return {

@@ -129,3 +129,16 @@ def test_controller_finds_the_outermost_ansible_playbook_above_it(tmp_path):
     found = json.loads(proc.stdout)
     assert found["pid"] is not None and found["pid_started"] is not None
     assert found["controller"]
+    # a shell whose command line merely names ansible-playbook is not taken for it
+    wrapped = subprocess.run(
+        ["sh", "-c", f'{sys.executable} -c "{CONTROLLER}" # ansible-playbook'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(wrapped.stdout)["pid"] is None
+
+
+CONTROLLER = (
+    "import json; from ascend_deploy.host import run_lock; print(json.dumps(run_lock.controller()))"
+)
