@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ascend_deploy.errors import InputError
+from ascend_deploy.verification.checks import max_length
+from ascend_deploy.verification.context import Context
 from ascend_deploy.verification.http_client import (
     MAX_BODY,
     BadResponse,
@@ -372,3 +374,35 @@ def test_a_replica_that_stalls_mid_suite_ends_the_run_after_one_deadline(serve):
     assert "within 1 s" in report["cases"][0]["why"][0]
     assert len(chats) == 2  # the smoke request and one suite case, nothing after
     assert {c["name"]: c["status"] for c in report["checks"]}["streaming"] == "skipped"
+
+
+@pytest.mark.parametrize("counts", [[40, 40], [40, 39]], ids=["constant", "shrinking"])
+def test_token_counts_that_do_not_follow_the_prompt_fail_max_length_boundedly(serve, counts):
+    """A server that reports a constant usage.prompt_tokens: sizing from it asked for a prompt of
+    about 4e9 sentences (MemoryError, report lost). It fails the check, naming the counts."""
+    sizes = []
+
+    def handle(h):
+        if h.path == "/health":
+            reply(h, b"")
+        elif h.path == "/v1/models":
+            reply(h, b'{"data": [{"id": "m", "max_model_len": 4096}]}')
+        elif h.path == "/version":
+            reply(h, b'{"version": "0.0"}')
+        else:
+            sizes.append(int(h.headers.get("content-length") or 0))
+            prompt = counts[min(len(sizes) - 1, 1)] if len(sizes) <= 2 else counts[0]
+            reply(h, json.dumps(
+                {"choices": [{"message": {"content": "OK"}, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": prompt, "completion_tokens": 1}}
+            ).encode())  # fmt: skip
+
+    srv = serve(handle)
+    ctx = Context(Options(url=srv.url, model="m", ready_timeout=5, request_timeout=5))
+    ctx.server["max_model_len"] = 4096
+    check = max_length.run(ctx)
+    assert check.ok is False
+    assert f"usage.prompt_tokens is {counts[0]} for one sentence of filler and {counts[1]}" in (
+        check.detail
+    )
+    assert max(sizes) < 10_000  # only the two sizing probes, both small

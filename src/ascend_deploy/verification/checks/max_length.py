@@ -49,9 +49,18 @@ def run(ctx: Context) -> CheckResult:
     out_tokens = 8
     try:
         p1, p5 = _prompt_tokens(ctx, 1), _prompt_tokens(ctx, 5)
-        per = max((p5 - p1) / 4, 1e-6)
+        per = (p5 - p1) / 4
+        if per < 1:
+            # Four more sentences of filler are at least four tokens for any tokenizer: counts
+            # that do not grow are not counts, and sizing from them asks for an unbounded prompt.
+            raise BadResponse(
+                f"usage.prompt_tokens is {p1} for one sentence of filler and {p5} for five: the "
+                "server's token counts do not follow the prompt, so no prompt can be sized to "
+                "max_model_len"
+            )
         base = p1 - per
-        repeat = max(1, int((limit - out_tokens - base) // per))
+        # at least one token per sentence: never more sentences than the limit has tokens
+        repeat = min(limit, max(1, int((limit - out_tokens - base) // per)))
         used = None
         for _ in range(4):
             try:
