@@ -130,6 +130,25 @@ def test_zero_for_an_optional_number_is_refused_naming_it(tmp_path):
     assert rc == 0, out[-3000:]
 
 
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"vllm_service_port": 70000}, "vllm_service_port is 70000: a TCP port is 1-65535"),
+        ({"vllm_service_port": "80a"}, "vllm_service_port is 80a: a TCP port is 1-65535"),
+        ({"vllm_service_health_timeout": -5}, "vllm_service_health_timeout is -5: seconds"),
+    ],
+    ids=["port-too-big", "port-not-a-number", "negative-health-timeout"],
+)
+def test_a_port_or_health_bound_out_of_range_is_refused_naming_the_variable(
+    tmp_path, variables, named
+):
+    rc, out, dest = write_env(tmp_path, vllm_service_api_key="k", **variables)
+    assert rc != 0 and not dest.exists()
+    flat = re.sub(r"\s+", " ", out)
+    assert named in flat and "Fix: " in flat, flat[-2000:]
+    assert "--port" not in flat  # the variable, not the planner's CLI flag
+
+
 @pytest.mark.parametrize("key", ["change-me", "sim-demo-key", "EMPTY"])
 def test_a_well_known_key_on_all_interfaces_is_refused(tmp_path, key):
     rc, out, dest = write_env(tmp_path, vllm_service_api_key=key)
