@@ -72,3 +72,12 @@ def test_check_mode_reports_it_the_same_way(tmp_path):
     assert rc != 0
     (row,) = json.loads((tmp_path / "reports" / "deploy-summary.json").read_text())
     assert row["status"] == "UNREACHABLE", row
+
+
+def test_an_unknown_hardware_family_is_refused_in_the_first_play_naming_the_variable(tmp_path):
+    rc, out = _run(tmp_path, "-e", "ascend_runtime_hardware=910b")
+    assert rc != 0
+    flat = re.sub(r"\s+", " ", out)
+    assert "ascend_runtime_hardware is 910b: it must be a2" in flat, flat[-3000:]
+    assert "--hardware" not in flat
+    assert "TASK [Check that the host answers]" not in out  # before any host is touched
