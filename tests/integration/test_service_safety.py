@@ -73,6 +73,17 @@ def test_newline_in_the_api_key_is_refused_without_printing_it(tmp_path):
     assert "s3cret" not in out
 
 
+@pytest.mark.parametrize(
+    "key", ["two words", "ключ-ключ", "tab\tkey"], ids=["space", "cyrillic", "tab"]
+)
+def test_a_key_that_cannot_be_a_header_is_refused_before_the_replicas_restart(tmp_path, key):
+    rc, out, dest = write_env(tmp_path, vllm_service_api_key=key)
+    assert rc != 0 and not dest.exists()
+    flat = re.sub(r"\s+", " ", out)
+    assert "vllm_service_api_key holds a space or a character that is not visible ASCII" in flat
+    assert key not in out
+
+
 def test_bad_variable_name_is_refused(tmp_path):
     rc, out, dest = write_env(
         tmp_path, vllm_service_api_key="k", vllm_service_extra_env={"A=B": "1"}
