@@ -25,13 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a host's NPU driver, or a pinned release",
         description="Pick one row of the compatibility matrix for --cann (host mode: CANN "
         "installed on the host), --driver (container mode: the newest release whose CANN the "
-        "driver runs) or --vllm-ascend (a pin). Final releases win over release candidates; "
-        "RCs only with --allow-rc when no final release matches.",
+        "driver runs) or --vllm-ascend (a pin; with --driver, checked against that driver). "
+        "Final releases win over release candidates; RCs only with --allow-rc when no final "
+        "release matches.",
     )
-    which = res.add_mutually_exclusive_group(required=True)
+    which = res.add_mutually_exclusive_group()
     which.add_argument("--cann", metavar="VER", help="CANN version, e.g. 8.5.0")
-    which.add_argument("--driver", metavar="VER", help="NPU driver version, e.g. 25.2.0")
     which.add_argument("--vllm-ascend", metavar="VER", help="a pinned release, e.g. v0.11.0")
+    res.add_argument(
+        "--driver",
+        metavar="VER",
+        help="NPU driver version, e.g. 25.2.0 (alone, or with --vllm-ascend to check the pin)",
+    )
     res.add_argument("--hardware", default="a2", choices=compat.HARDWARE, help="default a2")
     res.add_argument("--python", metavar="X.Y", help="only rows supporting this Python")
     res.add_argument("--allow-rc", action="store_true", help="accept release candidates")
@@ -152,8 +157,22 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "resolve":
         where = {"os_variant": args.os_variant, "registry": args.registry, "matrix": matrix}
         options = {"python": args.python, "allow_rc": args.allow_rc, **where}
+        if args.cann is not None and args.driver is not None:
+            raise InputError(
+                "--cann and --driver: give one (--cann for CANN installed on the host, --driver "
+                "for container mode), or --vllm-ascend with --driver to check a pin"
+            )
+        if args.cann is None and args.vllm_ascend is None and args.driver is None:
+            raise InputError("give --cann, --driver or --vllm-ascend (see compat resolve --help)")
+        if not str(args.registry).strip():
+            raise InputError(
+                "--registry '' names no registry: the image would be '/vllm-ascend:...'. Fix: "
+                f"leave it out (default {compat.DEFAULT_REGISTRY}) or name your mirror"
+            )
         if args.vllm_ascend is not None:
             row = compat.resolve_pinned(args.vllm_ascend, args.hardware, **where)
+            if args.driver is not None:
+                row = compat.check_pin_against_driver(row, args.driver)
         elif args.driver is not None:
             row = compat.resolve_for_driver(args.driver, args.hardware, **options)
         else:

@@ -833,6 +833,29 @@ def resolve_pinned(
     return describe_row(row, hardware, os_variant, registry, matrix)
 
 
+def check_pin_against_driver(row: dict, driver: str) -> dict:
+    """``row`` (a pinned release, as ``resolve_pinned`` gives it) checked against the host's
+    driver: CheckFailed when the driver is older than the oldest HDK its CANN accepts; a note
+    when no pairing is published."""
+    validate_driver(driver)
+    cann = row.get("cann")
+    ok = driver_supports_cann(driver, cann) if cann else None
+    if ok is False:
+        floor = oldest_driver(cann)
+        raise CheckFailed(
+            f"vllm-ascend {row['vllm_ascend']} is built on CANN {cann}, which needs NPU driver "
+            f"{floor[0] if floor else '?'} or newer (CANN {floor[1] if floor else '?'} release "
+            f"notes); driver {driver} cannot run it. Fix: unpin the release (ascend-deploy "
+            f"compat resolve --driver {driver} names the newest one this driver runs), or "
+            "upgrade the driver and firmware"
+        )
+    out = dict(row, driver=driver)
+    note = pairing_note(driver, cann) if cann else None
+    if note:
+        out["notes"] = [*row.get("notes", []), note]
+    return out
+
+
 def resolve_for_driver(
     driver: str | None,
     hardware: str = "a2",

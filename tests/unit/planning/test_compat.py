@@ -285,8 +285,8 @@ def test_cli_resolve_by_driver_and_pin(capsys):
     assert by_driver == compat.resolve_for_driver("24.1.rc3", "a2")
     assert main(["compat", "resolve", "--vllm-ascend", "v0.11.0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["vllm_ascend"] == "v0.11.0"
-    with pytest.raises(SystemExit):  # exactly one of --cann / --driver / --vllm-ascend
-        main(["compat", "resolve", "--cann", "8.5.0", "--driver", "25.2.0"])
+    with pytest.raises(SystemExit):  # --cann or --vllm-ascend, not both
+        main(["compat", "resolve", "--cann", "8.5.0", "--vllm-ascend", "v0.11.0"])
 
 
 @pytest.mark.parametrize("driver", ["banana", "v25.2.0", "-1", "", "25", "25.2"])
@@ -643,3 +643,33 @@ def test_v0_18_0_on_310p_with_cann_9_0_0_uses_the_release_notes_upgrade():
     bad = _by_id(compat.check({**installed, "torch_npu": "2.9.0.post1"}, "9.0.0", "310p"))
     assert bad["compat.torch_npu"]["status"] == "fail"
     assert "torch-npu==2.9.0.post2" in bad["compat.torch_npu"]["fix"]
+
+
+def test_a_pin_is_checked_against_the_driver(capsys):
+    """The example inventory pins a release; 'can my driver run it?' is one command (issue 24)."""
+    assert main(["compat", "resolve", "--vllm-ascend", "v0.23.0", "--driver", "24.1.rc3"]) == 1
+    err = capsys.readouterr().err
+    assert "v0.23.0 is built on CANN 9.1.0, which needs NPU driver 25.0.rc1 or newer" in err
+    assert "compat resolve --driver 24.1.rc3" in err
+    assert (
+        main(["compat", "resolve", "--vllm-ascend", "v0.23.0", "--driver", "25.2.0", "--json"]) == 0
+    )
+    row = json.loads(capsys.readouterr().out)
+    assert row["vllm_ascend"] == "v0.23.0" and row["driver"] == "25.2.0"
+    assert main(["compat", "resolve", "--vllm-ascend", "v0.23.0", "--driver", "v25"]) == 2
+    assert "--driver 'v25' is not an NPU driver" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--driver", "25.2.0", "--registry", ""], "--registry '' names no registry"),
+        (["--driver", "25.2.0", "--registry", " "], "--registry '' names no registry"),
+        ([], "give --cann, --driver or --vllm-ascend"),
+        (["--cann", "8.5.0", "--driver", "25.2.0"], "--cann and --driver: give one"),
+    ],
+    ids=["empty-registry", "blank-registry", "nothing", "cann-and-driver"],
+)
+def test_resolve_refuses_what_names_no_answer(capsys, argv, said):
+    assert main(["compat", "resolve", *argv]) == 2
+    assert said in capsys.readouterr().err
