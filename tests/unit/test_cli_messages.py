@@ -153,3 +153,23 @@ def test_power_has_one_decimal_in_every_row(capsys):
     assert main(["npu-smi", "parse", str(PARTIAL)]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if "910B4" in line]
     assert [r[5] for r in rows] == ["88.2", "87.0"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["diagnose", "--max-mb", "-1", "README.md"], "--max-mb: expected a number >= 1, got -1"),
+        (["diagnose", "--max-mb", "0", "README.md"], "--max-mb: expected a number >= 1, got 0"),
+        (
+            ["diagnose", "--max-seconds", "0", "README.md"],
+            "--max-seconds: expected a number above 0",
+        ),
+    ],
+    ids=["max-mb-negative", "max-mb-zero", "max-seconds-zero"],
+)
+def test_diagnose_limits_are_positive(capsys, argv, said):
+    """--max-mb -1 was accepted, then reported a plain file as an over-expanding archive."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert said in capsys.readouterr().err

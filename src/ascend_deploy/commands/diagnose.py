@@ -8,6 +8,7 @@ import sys
 
 from ..cli import emit
 from ..diagnosis.engine import DEFAULT_MAX_MB, DEFAULT_MAX_SECONDS, diagnose_file, render
+from .argtypes import positive_float, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,14 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--max-mb",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_MB,
         metavar="MB",
         help=f"stop after this much (decompressed) log text (default {DEFAULT_MAX_MB})",
     )
     parser.add_argument(
         "--max-seconds",
-        type=float,
+        type=positive_float,
         default=DEFAULT_MAX_SECONDS,
         metavar="S",
         help=f"stop after this many seconds, waits for input included "

@@ -11,19 +11,10 @@ from ..planning.compat import HARDWARE
 from ..planning.plan import describe, make_plan
 from ..planning.preflight import hardware_of, npu_memory
 from ..planning.rules import load_rules
+from .argtypes import positive_int
 
 # More than any Ascend NPU's memory (Ascend 950: 144 GB): a typo or bytes given as MB.
 MAX_NPU_MEMORY_MB = 1 << 20
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -74,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--npus",
-        type=_positive_int,
+        type=positive_int,
         help="NPUs to use on this host; default 1, or every NPU of --npu-smi-file",
     )
     a(
@@ -84,14 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a2 (910B), a3 (910C), a5 (Ascend 950), 310p; default a2, or from --npu-smi-file",
     )
     a("--vllm-ascend", metavar="VERSION", help="vllm-ascend version, e.g. v0.13.0")
-    a("--max-model-len", type=_positive_int, help="pin the context length")
-    a("--max-num-seqs", type=_positive_int, help="pin the number of concurrent sequences")
-    a("--tp", type=_positive_int, help="pin the tensor parallel size")
+    a("--max-model-len", type=positive_int, help="pin the context length")
+    a("--max-num-seqs", type=positive_int, help="pin the number of concurrent sequences")
+    a("--tp", type=positive_int, help="pin the tensor parallel size")
     a("--gpu-memory-utilization", type=_fraction, default=0.9, help="default 0.9")
     a("--quantization", help="only 'ascend' for ModelSlim checkpoints; checked against the model")
     a("--enforce-eager", action="store_true", help="disable graph capture")
-    a("--host-ram-mb", type=_positive_int, help="host RAM, MB; enables --swap-space if it allows")
-    a("--port", type=_positive_int, default=8000, help="API port of the first replica")
+    a("--host-ram-mb", type=positive_int, help="host RAM, MB; enables --swap-space if it allows")
+    a("--port", type=positive_int, default=8000, help="API port of the first replica")
     a("--host", default="0.0.0.0", help="address vLLM binds (default 0.0.0.0)")
     a("--served-model-name", help="model name clients send (default: directory name)")
     a(
@@ -111,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _hbm_mb(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > MAX_NPU_MEMORY_MB:
         raise argparse.ArgumentTypeError(
             f"{value} MB is more memory than any Ascend NPU has; the figure is HBM per NPU in MB"

@@ -10,29 +10,10 @@ import sys
 
 from ..cli import emit
 from ..errors import InputError
+from .argtypes import positive_float, positive_int
 
 KEY_ENV = "VLLM_API_KEY"
 MAX_KEY = 4096
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,32 +34,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="served model name (default: the first one listed)")
     parser.add_argument("--suite", metavar="FILE", help="YAML/JSON suite (default: shipped suite)")
     parser.add_argument(
-        "--concurrency", type=_positive_int, default=4, metavar="N", help="concurrent requests"
+        "--concurrency", type=positive_int, default=4, metavar="N", help="concurrent requests"
     )
     parser.add_argument(
         "--burst-tokens",
-        type=_positive_int,
+        type=positive_int,
         default=128,
         metavar="N",
         help="output tokens of each concurrent request",
     )
     parser.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=600.0,
         metavar="S",
         help="seconds to wait for readiness",
     )
     parser.add_argument(
         "--request-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=300.0,
         metavar="S",
         help="deadline of each request, connect to last byte (default 300)",
     )
     parser.add_argument(
         "--expect-max-model-len",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="fail unless the service runs with this max_model_len (the plan's)",
     )
@@ -94,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--precision-tolerance",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="X",
         help="largest logprob difference accepted (default: derived from BF16 per prompt; the "

@@ -533,7 +533,12 @@ def _resolve(binary: str) -> str:
                 "installed here or the path is wrong (in a container, mount "
                 "/usr/local/bin/npu-smi from the host)"
             )
-        if os.path.isdir(binary) or not os.access(binary, os.X_OK):
+        if os.path.isdir(binary):
+            raise InputError(
+                f"{binary}: is a directory, not the npu-smi binary; pass the binary itself "
+                f"(for example {os.path.join(binary, 'npu-smi')})"
+            )
+        if not os.access(binary, os.X_OK):
             raise InputError(
                 f"{binary}: npu-smi is not an executable file; fix its mode "
                 "(chmod 0755) or point at the real binary"

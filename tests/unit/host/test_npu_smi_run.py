@@ -67,8 +67,9 @@ def test_explicit_path_missing_or_not_executable(tmp_path):
     plain.write_text("not a program")
     with pytest.raises(InputError, match="is not an executable file"):
         npu_smi.run_npu_smi(["info"], binary=str(plain))
-    with pytest.raises(InputError, match="is not an executable file"):
+    with pytest.raises(InputError, match="is a directory, not the npu-smi binary") as info:
         npu_smi.run_npu_smi(["info"], binary=str(tmp_path))
+    assert "chmod" not in str(info.value)  # no mode to fix on a directory
 
 
 def test_nonzero_exit_carries_stderr(tmp_path):
