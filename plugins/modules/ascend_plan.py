@@ -45,6 +45,11 @@ options:
   service:
     description: Service name; replica I(i) runs in the container C(<service>-<i>).
     type: str
+  hccl_base_port:
+    description:
+      - First HCCL host-NIC port (C(HCCL_IF_BASE_PORT)) of NPU 0; a TP > 1 replica gets it plus
+        its first NPU id times the rules' stride. Default the rules' base (60000).
+    type: int
     default: vllm
   hardware:
     description: Hardware family (a2, a3, 310p).
@@ -162,6 +167,7 @@ _DIRECT = (
     "extra_args",
     "served_model_dir",
     "service",
+    "hccl_base_port",
 )
 
 
@@ -190,6 +196,7 @@ def main() -> None:
             "api_key_env": {"type": "bool", "default": False},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "served_model_dir": {"type": "path"},
+            "hccl_base_port": {"type": "int"},
             "rules": {"type": "dict"},
             "options": {"type": "dict", "default": {}},
         },

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import InputError
 from .rules import rule_applies
 
 # Shared device files every serving container needs besides its /dev/davinciN.
@@ -68,6 +69,19 @@ def container_visible_devices(count: int) -> str:
     return ",".join(str(i) for i in range(count))
 
 
+def hccl_base_port(hccl: dict, npu_ids: list[int]) -> int:
+    """The first HCCL host-NIC port of a replica on host NPUs ``npu_ids``: ``base`` plus its
+    first NPU id times ``stride_per_npu``. NPU ids are unique on a host, so replicas of any
+    services on disjoint NPUs get disjoint ranges."""
+    port = int(hccl["base"]) + min(npu_ids) * int(hccl["stride_per_npu"])
+    if port + int(hccl["stride_per_npu"]) > 65536:
+        raise InputError(
+            f"HCCL ports {port}-{port + int(hccl['stride_per_npu']) - 1} for NPUs {npu_ids} "
+            "pass 65535; set a lower base (vllm_service_hccl_base_port)"
+        )
+    return port
+
+
 def replica_specs(
     service: str,
     npu_ids: list[int],
@@ -84,8 +98,8 @@ def replica_specs(
         ids = npu_ids[r * tp : (r + 1) * tp]
         renv = dict(env)
         renv["ASCEND_RT_VISIBLE_DEVICES"] = container_visible_devices(len(ids))
-        if tp > 1 and count > 1 and hccl:
-            renv["HCCL_IF_BASE_PORT"] = str(hccl["base"] + r * hccl["stride_per_replica"])
+        if tp > 1 and hccl:
+            renv["HCCL_IF_BASE_PORT"] = str(hccl_base_port(hccl, ids))
         specs.append(
             {
                 "name": f"{service}-{r}",

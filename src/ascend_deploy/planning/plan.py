@@ -32,6 +32,7 @@ import os
 import shlex
 from collections.abc import Sequence
 
+from ..errors import InputError
 from ..model.info import inspect_model
 from .layout import planned_env, replica_specs, swap_space
 from .memory import DEFAULT_MODEL, MemoryModel
@@ -74,6 +75,7 @@ def make_plan(
     rules: dict | None = None,
     service: str = "vllm",
     estimate_weights: bool = False,
+    hccl_base_port: int | None = None,
 ) -> dict:
     """The serving plan; see the module docstring.
 
@@ -84,7 +86,8 @@ def make_plan(
     context above the model's limit, --quantization mismatches, unknown hardware). Memory
     shortfalls are returned as ``feasible: False`` with ``reasons``. ``estimate_weights``:
     size weights that are not on disk (yet) from config.json and the index's total_size
-    (``model.estimate``) instead of refusing.
+    (``model.estimate``) instead of refusing. ``hccl_base_port`` replaces the rules' HCCL base
+    port (TP > 1 replicas get base + first NPU id x stride).
     """
     mm = memory_model or DEFAULT_MODEL
     notes: list[str] = []
@@ -147,7 +150,15 @@ def make_plan(
         where = ["--host", host, "--port", str(replica_port), "--served-model-name", name]
         return ["vllm", "serve", serve_dir, *where, *flags, *extra]
 
-    launches = replica_specs(service, ids, t, port, env, argv_for, rules.get("hccl_ports"))
+    hccl = rules.get("hccl_ports")
+    if hccl and hccl_base_port is not None:
+        if not 1024 <= int(hccl_base_port) <= 65535:
+            raise InputError(
+                f"HCCL base port {hccl_base_port} is outside 1024-65535 "
+                "(vllm_service_hccl_base_port); leave it unset for the default 60000"
+            )
+        hccl = {**hccl, "base": int(hccl_base_port)}
+    launches = replica_specs(service, ids, t, port, env, argv_for, hccl)
     secret_env = _secret_env(rules, api_key_env, notes)
     if facts["needs_conversion"]:
         notes.append(

@@ -752,3 +752,28 @@ def test_cli_yarn_context_on_a_32gb_card(qwen3_8b_yarn, capsys):
     assert code == 0
     plan = json.loads(out)
     assert plan["max_model_len"] == plan["kv_capacity_tokens"] == cap
+
+
+def test_hccl_ports_follow_the_host_npus_so_services_on_disjoint_npus_never_collide(
+    qwen3_checkpoints,
+):
+    """Two TP 2 services on one host both planned HCCL_IF_BASE_PORT 60000 (issue 22): the range
+    follows the replica's first host NPU, one service or several."""
+    model = qwen3_checkpoints["32b-bf16"]
+
+    def ports(npus, **kw):
+        plan = make_plan(model, hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=npus, tp=2, **kw)
+        return [int(r["env"]["HCCL_IF_BASE_PORT"]) for r in plan["replica_launch"]]
+
+    first, second = ports([0, 1, 2, 3]), ports([4, 5, 6, 7])
+    assert first == [60000, 60512] and second == [61024, 61536]
+    assert ports([6, 7]) == [61536]  # one replica still gets its own range
+    ranges = [range(p, p + 256) for p in first + second]
+    assert all(set(a).isdisjoint(b) for i, a in enumerate(ranges) for b in ranges[i + 1 :])
+    assert ports([0, 1], hccl_base_port=50000) == [50000]
+    with pytest.raises(InputError, match="HCCL base port 80 is outside 1024-65535"):
+        ports([0, 1], hccl_base_port=80)
+    with pytest.raises(InputError, match="pass 65535"):
+        ports([6, 7], hccl_base_port=65000)
+    one = make_plan(model, hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=[3, 4], tp=2)
+    assert one["replica_launch"][0]["env"]["HCCL_IF_BASE_PORT"] == str(60000 + 3 * 256)
