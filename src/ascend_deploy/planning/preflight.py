@@ -626,6 +626,20 @@ def run_preflight(
                 "pass --hardware a2|a3|a5|310p",
             )
         )
+    if hardware is not None and detected is not None and hardware != detected:
+        names = sorted({str(c.get("name")) for c in chips})
+        checks.append(
+            finding(
+                "npu.hardware",
+                1,
+                "fail",
+                f"declared hardware {hardware}, but npu-smi shows {detected} chips "
+                f"({', '.join(names)}): the image, the pins and the plan would be for another "
+                "product",
+                f"set ascend_runtime_hardware: {detected} for this host "
+                f"(CLI: --hardware {detected})",
+            )
+        )
     checks.append(device_check(root, chips))
     info = read_versions(root, python)
     checks += version_checks(info, hw, matrix)

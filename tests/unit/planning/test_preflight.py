@@ -372,3 +372,29 @@ def test_cli_exit_2_one_line(tmp_path, capsys, setup, argv, message):
     err = capsys.readouterr().err
     assert rc == 2
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("sample_name", "declared", "detected"),
+    [
+        ("npu-smi-info_A3_25.2.1_partial_4.txt", "a2", "a3"),
+        ("npu-smi-info_310P3_no_processes_3.txt", "a2", "310p"),
+        (B4_64, "a3", "a2"),
+    ],
+    ids=["a3-declared-a2", "310p-declared-a2", "a2-declared-a3"],
+)
+def test_declared_hardware_that_disagrees_with_npu_smi_fails_naming_both(
+    tmp_path, sample_name, declared, detected
+):
+    """issue 21: the family comes from npu-smi; a declaration that disagrees stops the host."""
+    result = run_preflight(
+        host(tmp_path, "a2-toolkit-8.2"), npu_info=npu(sample_name), hardware=declared
+    )
+    check = checks_of(result)["npu.hardware"]
+    assert result["ok"] is False and check["status"] == "fail"
+    assert f"declared hardware {declared}, but npu-smi shows {detected} chips" in check["evidence"]
+    assert f"ascend_runtime_hardware: {detected}" in check["fix"]
+    agreeing = run_preflight(
+        host(tmp_path / "same", "a2-toolkit-8.2"), npu_info=npu(sample_name), hardware=detected
+    )
+    assert "npu.hardware" not in checks_of(agreeing)
