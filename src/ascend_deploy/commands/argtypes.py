@@ -5,23 +5,42 @@ from __future__ import annotations
 import argparse
 
 
-def positive_int(text: str) -> int:
-    """A whole number >= 1."""
+def _whole(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
     return value
+
+
+def _above_zero(text: str, unit: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {unit or 'a number'}, got {text!r}") from None
+    if not value > 0:
+        kind = f"a number of {unit}" if unit else "a number"
+        raise argparse.ArgumentTypeError(f"expected {kind} above 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1."""
+    return _whole(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number >= 0."""
+    return _whole(text, 0)
 
 
 def positive_float(text: str) -> float:
     """A number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
-    return value
+    return _above_zero(text, "")
+
+
+def positive_seconds(text: str) -> float:
+    """Seconds above 0 (0 or less would report a healthy driver or server as hung)."""
+    return _above_zero(text, "seconds")

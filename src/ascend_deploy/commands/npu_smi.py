@@ -11,6 +11,7 @@ from ..host.npu_smi import KINDS, MAX_OUTPUT, lists_processes, parse, run_npu_sm
 from ..reporting.tables import cell, key_values
 from ..reporting.tables import render as render_table
 from ..stdin import read_stdin
+from .argtypes import positive_seconds
 
 _SHOW_ARGS = {"info": ["info"], "map": ["info", "-m"], "kv": ["info", "-l"]}
 
@@ -52,23 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p_show.add_argument(
         "--timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=30.0,
         metavar="SECONDS",
         help="give up after this many seconds (default 30)",
     )
     p_show.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _seconds(text: str) -> float:
-    """A positive number of seconds (0 or less would report a healthy driver as hung)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text}")
-    return value
 
 
 # What each kind is, for a hint when --kind names the wrong one.

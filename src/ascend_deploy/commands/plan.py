@@ -11,20 +11,10 @@ from ..planning.compat import HARDWARE
 from ..planning.plan import describe, make_plan
 from ..planning.preflight import hardware_of, npu_memory
 from ..planning.rules import load_rules
-from .argtypes import positive_int
+from .argtypes import non_negative_int, positive_int
 
 # More than any Ascend NPU's memory (Ascend 950: 144 GB): a typo or bytes given as MB.
 MAX_NPU_MEMORY_MB = 1 << 20
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -59,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--hbm-used-mb",
-        type=_non_negative_int,
+        type=non_negative_int,
         help="HBM already in use on each NPU, MB (npu-smi; the highest of the NPUs); "
         "default 0, or from --npu-smi-file",
     )
