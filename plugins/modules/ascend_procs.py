@@ -88,14 +88,22 @@ stale_containers:
   type: list
   elements: str
 foreign:
-  description: Holders that are not ours.
+  description: >-
+    Holders that are not ours; one in a container of another service of this bundle has
+    C(other_service) (its C(ascend-deploy.service) label) and is never ended, C(kill_foreign) or not.
   returned: always
   type: list
   elements: dict
+other_services:
+  description: The other services of this bundle among the foreign holders.
+  returned: always
+  type: list
+  elements: str
 others_used_mb:
   description: >-
     Per NPU id, HBM in use by processes that are not ours (for planning); with C(kill_foreign)
-    the foreign holders' memory is not counted either (it is freed before the service starts).
+    the foreign holders' memory is not counted either (it is freed before the service starts),
+    except another service's.
   returned: when npu_info is given
   type: dict
 stopped:

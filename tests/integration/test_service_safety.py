@@ -194,3 +194,40 @@ def test_the_example_placeholder_is_refused_even_on_loopback(tmp_path):
     assert rc != 0 and not dest.exists()
     flat = re.sub(r"\s+", " ", out)
     assert "vllm_service_api_key is still the placeholder of inventory/production.example" in flat
+
+
+def _foreign(tmp_path, found: list[dict]) -> tuple[int, str]:
+    tmp_path.mkdir()
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {"vllm_service_name": "qwen3", "vllm_service_foreign_found": found},
+            "tasks": [
+                {
+                    "name": "foreign",
+                    "ansible.builtin.include_role": {
+                        "name": "vllm_service",
+                        "tasks_from": "foreign.yml",
+                    },
+                }
+            ],
+        }
+    ]
+    done = run_local_play(play, tmp_path)
+    return done.returncode, re.sub(r"\s+", " ", done.stdout + done.stderr)
+
+
+def test_another_service_in_the_way_is_named_and_kill_foreign_is_not_offered(tmp_path):
+    """issue 22: the fix offered vllm_service_kill_foreign, which would end the other service."""
+    other = {"pid": 41, "name": "python3", "user": "root", "container_name": "chat-0"}
+    other |= {"other_service": "chat", "npus": [{"npu": 2, "memory_mb": 30000}]}
+    rc, out = _foreign(tmp_path / "a", [other])
+    assert rc != 0
+    assert "PID 41 (python3, user root, container chat-0, service chat of this bundle)" in out
+    assert "chat is another service of this bundle on this host" in out
+    assert "undeploy chat first" in out and "vllm_service_kill_foreign never ends it" in out
+    assert "set vllm_service_kill_foreign: true" not in out
+    stranger = {"pid": 42, "name": "python3", "user": "bob", "port": 8000}
+    rc, out = _foreign(tmp_path / "b", [stranger])
+    assert rc != 0 and "set vllm_service_kill_foreign: true to end them" in out

@@ -315,7 +315,19 @@ def classify(
             via = "" if member is info else f" of ancestor {member['pid']}"
             info["managed_by"] = reason + via
             break
+        other = _labelled_service(member, known)
+        if other and "other_service" not in info:
+            info["other_service"] = other  # another service of this bundle, by its label
     return info
+
+
+def _labelled_service(info: dict, containers: dict[str, dict]) -> str | None:
+    """The ``ascend-deploy.service`` label of the container ``info`` runs in, if any."""
+    cid = info.get("container_id")
+    found = containers.get(cid) if cid else None
+    if found is None:
+        found = next((c for c in containers.values() if c.get("pid") == info.get("pid")), None)
+    return (found or {}).get("service") or None
 
 
 def _named(info: dict, containers: dict[str, dict] | None) -> dict:

@@ -3,8 +3,10 @@
 One survey per port plus one of the NPUs (:func:`procs.find_holders`), merged by PID. A holder is
 ``managed`` only when it runs in a container labelled ``ascend-deploy.service=<service>`` (or
 descends from one); the managed ones outside ``keep`` are ``stale``. Foreign holders count only
-when they hold one of our ports or memory on one of our NPUs. ``others_used_mb`` is the HBM per
-NPU that stays in use after this run (ours and, with ``kill_foreign``, the foreign holders' freed).
+when they hold one of our ports or memory on one of our NPUs; one labelled with another service's
+name has ``other_service`` set and is never ended, ``kill_foreign`` or not. ``others_used_mb`` is
+the HBM per NPU that stays in use after this run (ours and, with ``kill_foreign``, the foreign
+holders' freed).
 Standard library only.
 """
 
@@ -16,7 +18,17 @@ from dataclasses import dataclass, field
 from ..errors import AscendDeployError
 from . import procs
 
-SHOWN = ("pid", "name", "argv", "user", "container_name", "managed_by", "npus", "memory_mb")
+SHOWN = (
+    "pid",
+    "name",
+    "argv",
+    "user",
+    "container_name",
+    "managed_by",
+    "other_service",
+    "npus",
+    "memory_mb",
+)
 
 
 class StopFailed(AscendDeployError):
@@ -113,12 +125,19 @@ def survey(scope: Scope) -> Survey:
     }
     if scope.npu_info:
         result["others_used_mb"] = others_used_mb(
-            scope.npu_info, managed + (foreign if scope.kill_foreign else [])
+            scope.npu_info,
+            managed
+            + ([e for e in foreign if not e.get("other_service")] if scope.kill_foreign else []),
         )
+    # Another service of this bundle (labelled ascend-deploy.service=<other>) is in the way too,
+    # but kill_foreign never ends it: the fix names that service instead.
+    result["other_services"] = sorted(
+        {e["other_service"] for e in foreign if e.get("other_service")}
+    )
     return Survey(
         result,
         stale_pids=[e["pid"] for e in stale if not e.get("container_name")],
-        foreign_pids=[e["pid"] for e in foreign],
+        foreign_pids=[e["pid"] for e in foreign if not e.get("other_service")],
     )
 
 

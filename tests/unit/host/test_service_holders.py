@@ -116,3 +116,25 @@ def test_memory_freed_is_subtracted_per_npu_and_never_below_zero():
     }
     freed = [{"npus": [{"npu": 0, "memory_mb": 2500}, {"npu": 1, "memory_mb": 500}]}]
     assert others_used_mb(info, freed) == {"0": 500, "1": 0}
+
+
+def test_another_service_of_the_bundle_is_named_and_never_ended(sleepers):
+    """issue 22: kill_foreign was offered (and would have ended) a second service of this bundle
+    on the same NPUs; it is foreign with its service named, and never stopped."""
+    other, stranger = sleepers
+    info = npu_table([other.pid, stranger.pid])
+    containers = {CID: {"name": "chat-0", "service": "chat", "pid": other.pid}}
+    scope = Scope("qwen3", npu_info=info, kill_foreign=True, containers=containers)
+    found = survey(scope)
+    by_pid = {e["pid"]: e for e in found.result["foreign"]}
+    assert by_pid[other.pid]["other_service"] == "chat"
+    assert "other_service" not in by_pid[stranger.pid]
+    assert found.result["other_services"] == ["chat"]
+    assert found.foreign_pids == [stranger.pid]  # only the stranger may be ended
+    # the other service's memory stays counted as in use, even with kill_foreign
+    freed_stranger_only = others_used_mb(info, [by_pid[stranger.pid]])
+    assert found.result["others_used_mb"] == freed_stranger_only
+    assert freed_stranger_only != others_used_mb(info, list(by_pid.values()))
+    done = settle(scope, end=True, dry_run=False, grace_s=5)
+    assert [s["pid"] for s in done["stopped"]] == [stranger.pid]
+    assert other.poll() is None
