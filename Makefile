@@ -38,9 +38,10 @@ unit: venv
 images: setup venv
 	docker/build-images.sh
 
-# The whole suite: lint, unit, Docker integration and every molecule scenario.
+# The whole suite: lint, unit, Docker integration and every molecule scenario. Two pytest-xdist
+# workers: every Docker test (molecule included) on one, one after another; the rest on the other.
 test: setup lint images
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n 2 --dist loadgroup tests
 
 molecule-%: setup venv images
 	$(BIN)/molecule -c molecule/_shared/base.yml test -s $*

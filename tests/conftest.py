@@ -288,3 +288,62 @@ def ask_chat(port: int, question: dict) -> dict:
         conn.close()
     assert resp.status == 200, doc
     return doc["choices"][0]["message"]
+
+
+# ``make test`` runs two pytest-xdist workers (``-n 2``). Every test that uses Docker runs on one
+# worker, one after another: they share the images, the simulated hosts' names and the
+# repository's ``reports/`` and ``.cache/``; every other test is spread over both. xdist's own
+# ``loadgroup`` does not group under pytest 9 (it renames node ids, which pytest 9 no longer
+# reads back), so the scheduler below groups by node id, from the marks written in the files.
+_DOCKER_MARKS = {"docker", "molecule"}
+
+
+def _marks(node: ast.AST) -> set[str]:
+    """``pytest.mark.<name>`` names in a decorator list or a ``pytestmark`` value."""
+    names = set()
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Attribute)
+            and sub.value.attr == "mark"
+        ):
+            names.add(sub.attr)
+    return names
+
+
+def docker_tests(path: Path) -> bool | set[str]:
+    """True when every test of ``path`` uses Docker (its ``pytestmark``), else the names of the
+    test functions marked so."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in tree.body:
+        is_pytestmark = isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        )
+        if is_pytestmark and _marks(node.value) & _DOCKER_MARKS:
+            return True
+        if isinstance(node, ast.FunctionDef) and any(
+            _marks(d) & _DOCKER_MARKS for d in node.decorator_list
+        ):
+            found.add(node.name)
+    return found
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    cache: dict[str, bool | set[str]] = {}
+
+    class DockerOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path, _, rest = nodeid.partition("::")
+            if path not in cache:
+                file = Path(config.rootpath) / path
+                cache[path] = docker_tests(file) if file.suffix == ".py" else set()
+            marked = cache[path]
+            function = rest.split("[", 1)[0]
+            if marked is True or (isinstance(marked, set) and function in marked):
+                return "docker"
+            return nodeid
+
+    return DockerOnOneWorker(config, log)
