@@ -38,10 +38,11 @@ unit: venv
 images: setup venv
 	docker/build-images.sh
 
-# The whole suite: lint, unit, Docker integration and every molecule scenario. Two pytest-xdist
-# workers: every Docker test (molecule included) on one, one after another; the rest on the other.
+# The whole suite: lint, unit, Docker integration and every molecule scenario. PYTEST_ARGS="-n 2"
+# runs two pytest-xdist workers: every Docker test on one, one after another; the rest on the other.
+PYTEST_ARGS ?=
 test: setup lint images
-	$(BIN)/pytest -q -n 2 --dist loadgroup tests
+	$(BIN)/pytest -q $(PYTEST_ARGS) tests
 
 molecule-%: setup venv images
 	$(BIN)/molecule -c molecule/_shared/base.yml test -s $*

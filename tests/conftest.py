@@ -290,7 +290,7 @@ def ask_chat(port: int, question: dict) -> dict:
     return doc["choices"][0]["message"]
 
 
-# ``make test`` runs two pytest-xdist workers (``-n 2``). Every test that uses Docker runs on one
+# ``make test PYTEST_ARGS=-n2``: two pytest-xdist workers. Every test that uses Docker runs on one
 # worker, one after another: they share the images, the simulated hosts' names and the
 # repository's ``reports/`` and ``.cache/``; every other test is spread over both. xdist's own
 # ``loadgroup`` does not group under pytest 9 (it renames node ids, which pytest 9 no longer
@@ -329,6 +329,7 @@ def docker_tests(path: Path) -> bool | set[str]:
     return found
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
