@@ -45,12 +45,12 @@ options:
   service:
     description: Service name; replica I(i) runs in the container C(<service>-<i>).
     type: str
+    default: vllm
   hccl_base_port:
     description:
       - First HCCL host-NIC port (C(HCCL_IF_BASE_PORT)) of NPU 0; a TP > 1 replica gets it plus
         its first NPU id times the rules' stride. Default the rules' base (60000).
     type: int
-    default: vllm
   hardware:
     description: Hardware family (a2, a3, 310p).
     type: str
