@@ -343,6 +343,23 @@ def test_a_key_that_cannot_be_a_header_is_refused_before_any_request(serve):
     assert srv.seen == []
 
 
+def vllm_like(max_model_len: int, chat: Handler) -> Handler:
+    """A server that answers /health, /v1/models (model "m") and /version as vLLM does and hands
+    every other request to ``chat``."""
+
+    def handle(h):
+        if h.path == "/health":
+            reply(h, b"")
+        elif h.path == "/v1/models":
+            reply(h, json.dumps({"data": [{"id": "m", "max_model_len": max_model_len}]}).encode())
+        elif h.path == "/version":
+            reply(h, b'{"version": "0.0"}')
+        else:
+            chat(h)
+
+    return handle
+
+
 def test_a_replica_that_stalls_mid_suite_ends_the_run_after_one_deadline(serve):
     """A half-broken replica must not hold a rollout for a deadline per remaining request."""
     answer = json.dumps(
@@ -351,21 +368,14 @@ def test_a_replica_that_stalls_mid_suite_ends_the_run_after_one_deadline(serve):
     ).encode()  # fmt: skip
     chats = []
 
-    def handle(h):
-        if h.path == "/health":
-            reply(h, b"")
-        elif h.path == "/v1/models":
-            reply(h, b'{"data": [{"id": "m", "max_model_len": 64}]}')
-        elif h.path == "/version":
-            reply(h, b'{"version": "0.0"}')
+    def chat(h):
+        chats.append(h.path)
+        if len(chats) == 1:
+            reply(h, answer)
         else:
-            chats.append(h.path)
-            if len(chats) == 1:
-                reply(h, answer)
-            else:
-                trickle(h)
+            trickle(h)
 
-    srv = serve(handle)
+    srv = serve(vllm_like(64, chat))
     t0 = time.monotonic()
     report = run_verify(Options(url=srv.url, ready_timeout=5, request_timeout=1))
     assert time.monotonic() - t0 < 6
@@ -382,22 +392,15 @@ def test_token_counts_that_do_not_follow_the_prompt_fail_max_length_boundedly(se
     about 4e9 sentences (MemoryError, report lost). It fails the check, naming the counts."""
     sizes = []
 
-    def handle(h):
-        if h.path == "/health":
-            reply(h, b"")
-        elif h.path == "/v1/models":
-            reply(h, b'{"data": [{"id": "m", "max_model_len": 4096}]}')
-        elif h.path == "/version":
-            reply(h, b'{"version": "0.0"}')
-        else:
-            sizes.append(int(h.headers.get("content-length") or 0))
-            prompt = counts[min(len(sizes) - 1, 1)] if len(sizes) <= 2 else counts[0]
-            reply(h, json.dumps(
-                {"choices": [{"message": {"content": "OK"}, "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": prompt, "completion_tokens": 1}}
-            ).encode())  # fmt: skip
+    def chat(h):
+        sizes.append(int(h.headers.get("content-length") or 0))
+        prompt = counts[min(len(sizes) - 1, 1)] if len(sizes) <= 2 else counts[0]
+        reply(h, json.dumps(
+            {"choices": [{"message": {"content": "OK"}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": prompt, "completion_tokens": 1}}
+        ).encode())  # fmt: skip
 
-    srv = serve(handle)
+    srv = serve(vllm_like(4096, chat))
     ctx = Context(Options(url=srv.url, model="m", ready_timeout=5, request_timeout=5))
     ctx.server["max_model_len"] = 4096
     check = max_length.run(ctx)
