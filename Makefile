@@ -38,9 +38,10 @@ unit: venv
 images: setup venv
 	docker/build-images.sh
 
-# The whole suite: lint, unit, Docker integration and every molecule scenario. PYTEST_ARGS="-n 2"
-# runs two pytest-xdist workers: every Docker test on one, one after another; the rest on the other.
-PYTEST_ARGS ?=
+# The whole suite: lint, unit, Docker integration and every molecule scenario, on two pytest-xdist
+# workers: every simulated-host test on one, one after another; the engine-image tests and the rest
+# beside them (tests/conftest.py). PYTEST_ARGS="-n 0" runs it in one process.
+PYTEST_ARGS ?= -n 2
 test: setup lint images
 	$(BIN)/pytest -q $(PYTEST_ARGS) tests
 

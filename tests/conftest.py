@@ -185,8 +185,8 @@ def openai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 def engine_image() -> str:
     """The real-engine image (docker/vllm-engine), built when absent; never a skip.
 
-    CI has built it by the time these tests run (molecule/engine); elsewhere the build takes
-    minutes (``python -m ascend_sim.images build --only engine``). No Docker engine or a failed
+    The first test that asks builds it (minutes; ``python -m ascend_sim.images build --only
+    engine``); molecule/engine builds it the same way when absent. No Docker engine or a failed
     build fails the test that asked for it.
     """
     from ascend_sim import images
@@ -290,12 +290,21 @@ def ask_chat(port: int, question: dict) -> dict:
     return doc["choices"][0]["message"]
 
 
-# ``make test PYTEST_ARGS=-n2``: two pytest-xdist workers. Every test that uses Docker runs on one
-# worker, one after another: they share the images, the simulated hosts' names and the
-# repository's ``reports/`` and ``.cache/``; every other test is spread over both. xdist's own
-# ``loadgroup`` does not group under pytest 9 (it renames node ids, which pytest 9 no longer
-# reads back), so the scheduler below groups by node id, from the marks written in the files.
+# ``make test`` runs two pytest-xdist workers (``-n 2``). Every test that uses a simulated host
+# runs on one worker, one after another: they share the simulated hosts' names, the images and
+# the repository's ``reports/`` and ``.cache/``. The tests that only run the real-engine image
+# (its build, the vLLM CPU reference, argv conformance: no simulated host, no shared names) are a
+# second group, beside them; every other test is spread over both. xdist's own ``loadgroup`` does
+# not group under pytest 9 (it renames node ids, which pytest 9 no longer reads back), so the
+# scheduler below groups by node id, from the marks written in the files.
 _DOCKER_MARKS = {"docker", "molecule"}
+ENGINE_ONLY_FILES = frozenset(
+    {
+        "tests/integration/test_engine_image.py",
+        "tests/integration/test_vllm_cpu_reference.py",
+        "tests/integration/test_vllm_argv_conformance.py",
+    }
+)
 
 
 def _marks(node: ast.AST) -> set[str]:
@@ -329,6 +338,19 @@ def docker_tests(path: Path) -> bool | set[str]:
     return found
 
 
+def xdist_scope(root: Path, nodeid: str, cache: dict[str, bool | set[str]]) -> str:
+    """The xdist work unit of a test: ``docker``, ``engine-image`` or the test's own node id."""
+    path, _, rest = nodeid.partition("::")
+    if path not in cache:
+        file = root / path
+        cache[path] = docker_tests(file) if file.suffix == ".py" else set()
+    marked = cache[path]
+    function = rest.split("[", 1)[0]
+    if marked is True or (isinstance(marked, set) and function in marked):
+        return "engine-image" if path in ENGINE_ONLY_FILES else "docker"
+    return nodeid
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
@@ -337,14 +359,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class DockerOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path, _, rest = nodeid.partition("::")
-            if path not in cache:
-                file = Path(config.rootpath) / path
-                cache[path] = docker_tests(file) if file.suffix == ".py" else set()
-            marked = cache[path]
-            function = rest.split("[", 1)[0]
-            if marked is True or (isinstance(marked, set) and function in marked):
-                return "docker"
-            return nodeid
+            return xdist_scope(Path(config.rootpath), nodeid, cache)
 
     return DockerOnOneWorker(config, log)

@@ -1,7 +1,8 @@
 """The real-engine image variant (docker/vllm-engine): build inputs, and the built image.
 
 The first group needs no Docker engine. The image tests use the built ``ascend-sim/vllm-engine``
-(the ``engine_image`` fixture builds it when absent; in CI molecule/engine has built it).
+(the ``engine_image`` fixture builds it when absent; under ``make test`` these tests run on
+the second xdist worker, beside the simulated-host tests).
 """
 
 from __future__ import annotations

