@@ -673,3 +673,22 @@ def test_a_pin_is_checked_against_the_driver(capsys):
 def test_resolve_refuses_what_names_no_answer(capsys, argv, said):
     assert main(["compat", "resolve", *argv]) == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("release", ["v0.13.0rc2", "v0.13.0", "v0.13.0rc3"])
+def test_v0_13_rows_pin_triton_ascend(release):
+    # versioning_policy.md table and requirements.txt@v0.13.0: triton-ascend==3.2.0
+    assert compat.find_row(release)["triton_ascend"] == "3.2.0"
+
+
+def test_v0_24_0rc1_row_is_its_tags_official_row():
+    # docs/source/community/versioning_policy.md@v0.24.0rc1; Dockerfile@v0.24.0rc1 FROM line
+    row = compat.find_row("v0.24.0rc1")
+    assert (row["python"], row["cann"], row["triton_ascend"], row["mooncake"]) == (
+        ">=3.10,<3.13",
+        "9.0.1",
+        "3.2.1",
+        "v0.3.11.post1",
+    )
+    assert row["base_image"] == "quay.io/ascend/cann:9.0.1-910b-ubuntu22.04-py3.12"
+    assert row["released"] == "2026-07-30"
