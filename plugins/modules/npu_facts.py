@@ -70,6 +70,13 @@ ansible_facts:
                  hbm_total_mb: 32768, memory_used_mb: 0, memory_total_mb: 0,
                  hugepages_used: 0, hugepages_total: 0}
             processes: []
+        hardware:
+          description: >-
+            The hardware family the chip names show (a2 = 910B*, a3 = 910 with Phy-IDs or
+            910_93*, 310p = 310P*, a5 = 950*), or null when no chip name says. The roles use it
+            when C(ascend_runtime_hardware) is C(auto) (the default).
+          type: str
+          sample: a2
         map:
           description: >-
             C(npu-smi info -m) rows (npu, chip, logic_id, chip_name), or null when that
@@ -98,6 +105,7 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
     AscendDeployError,
 )
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host.npu_smi import (
+    hardware_of,
     parse,
     run_npu_smi,
 )
@@ -122,7 +130,12 @@ def main() -> None:
         )
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
-    facts: dict = {"info": info, "map": None, "text": text}
+    facts: dict = {
+        "info": info,
+        "hardware": hardware_of(info.get("chips") or []),
+        "map": None,
+        "text": text,
+    }
     try:
         facts["map"] = parse(
             run_npu_smi(["info", "-m"], binary=binary, timeout=timeout),

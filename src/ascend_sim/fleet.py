@@ -28,6 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ascend_deploy.errors import AscendDeployError
+from ascend_deploy.planning import compat
+
+from . import state as sim_state
 from .images import HOST_REPO, VLLM_REPO, VLLM_ROWS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -313,6 +317,48 @@ def load_image(host: str, ref: str) -> bool:
     return True
 
 
+def host_hardware(spec: HostSpec) -> str:
+    """The hardware family of the host's preset or state file (a2, a3, 310p)."""
+    try:
+        if spec.state_file is not None:
+            state = sim_state.load_state(str(spec.state_file))
+        else:
+            state = sim_state.load_preset(spec.preset)
+    except AscendDeployError as exc:
+        raise FleetError(f"{spec.name}: {exc}", 2) from exc
+    return str(state["card"]["hardware"])
+
+
+def hardware_tags(ref: str, hardware: str) -> list[str]:
+    """The tags a real host of ``hardware`` pulls for the emulator image ``ref``.
+
+    A real A3 host runs ``vllm-ascend:<tag>-a3``, a 300I Duo ``<tag>-310p`` (upstream's image
+    workflow suffixes, the matrix's ``images.suffix``); the emulator image serves every family
+    (its npu-smi state says which), so a simulated host gets it under its family's tag too.
+    """
+    repo = ref.rpartition(":")[0]
+    suffix = str(compat.image_rules()["suffix"].get(hardware, f"-{hardware}"))
+    if repo != VLLM_REPO or not suffix:
+        return []
+    return [f"{ref}{suffix}"]
+
+
+def tag_image(host: str, ref: str, alias: str) -> bool:
+    """``docker tag REF ALIAS`` inside ``host`` unless ALIAS already is that image."""
+    want = inner_image_id(host, ref)
+    if want is None or inner_image_id(host, alias) == want:
+        return False
+    done = subprocess.run(
+        ["docker", "exec", host, "docker", "tag", ref, alias],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise FleetError(f"tagging {ref} as {alias} in {host} failed: {done.stderr.strip()}")
+    return True
+
+
 def status_of(container: dict, images: Sequence[str] | None = None) -> HostStatus:
     name = container["Name"].lstrip("/")
     labels = (container.get("Config") or {}).get("Labels") or {}
@@ -399,9 +445,13 @@ def up(
     result: list[HostStatus] = []
     for spec in specs:
         wait_ready(spec.name, timeout)
+        hardware = host_hardware(spec)
         for ref in refs:
             if load_image(spec.name, ref):
                 _log(f"{spec.name}: loaded {ref}")
+            for alias in hardware_tags(ref, hardware):
+                if tag_image(spec.name, ref, alias):
+                    _log(f"{spec.name}: tagged {ref} as {alias} ({hardware})")
         c = inspect_container(spec.name)
         assert c is not None
         st = status_of(c, refs)

@@ -129,6 +129,34 @@ def test_cli_bad_ports_is_one_line_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("preset", "hardware", "tags"),
+    [
+        ("a2-910b3-8x64g", "a2", []),
+        ("a2-910b4-8x32g", "a2", []),
+        ("a3-ascend910-16chip", "a3", [f"{fleet.VLLM_REPO}:v0.23.0-a3"]),
+        ("310p3-duo-2x", "310p", [f"{fleet.VLLM_REPO}:v0.23.0-310p"]),
+    ],
+)
+def test_a_host_gets_the_image_tags_of_its_hardware(preset, hardware, tags):
+    # issue 21 §6: deploy.yml pulls <tag>-a3 on an A3 host, <tag>-310p on a 300I Duo
+    spec = fleet.HostSpec("h", preset)
+    assert fleet.host_hardware(spec) == hardware
+    assert fleet.hardware_tags(f"{fleet.VLLM_REPO}:v0.23.0", hardware) == tags
+    # other images (the engine image, the host image) keep their one tag
+    assert fleet.hardware_tags("ascend-sim/vllm-engine:v0.23.0", hardware) == []
+
+
+def test_a_state_file_host_has_its_cards_hardware(tmp_path):
+    state = tmp_path / "duo.json"
+    state.write_text(json.dumps({"card": {"model": "310P3", "count": 2}}), encoding="utf-8")
+    assert fleet.host_hardware(fleet.HostSpec("h", "duo", state)) == "310p"
+    broken = tmp_path / "bad.json"
+    broken.write_text(json.dumps({"card": {"hardware": "h100"}}), encoding="utf-8")
+    with pytest.raises(FleetError, match="card.hardware must be one of"):
+        fleet.host_hardware(fleet.HostSpec("h", "bad", broken))
+
+
 # --------------------------------------------------------------------------- inventory
 
 

@@ -43,6 +43,29 @@ _MAP_HEADER = re.compile(r"^\s*NPU\s+ID\s+.*Chip\s+ID\s+.*Chip\s+Name\s*$")
 _NO_PROCS = re.compile(r"No running processes found in NPU\s+(\d+)", re.I)
 
 
+# --------------------------------------------------------------------------- product
+
+
+def hardware_of(chips: list[dict]) -> str | None:
+    """a2 / a3 / a5 / 310p from the chip names of ``npu-smi info`` (None = unknown).
+
+    910B* is Atlas A2; "910" with a Chip Phy-ID column, or 910_93*, is Atlas A3 (its two dies
+    per card); 310P* is the 300I Duo / 300I Pro family; 950* is Ascend 950 (A5).
+    """
+    for chip in chips:
+        name = str(chip.get("name") or "").replace("Ascend", "").strip()
+        if name.upper().startswith("910B"):
+            return "a2"
+        if (name == "910" and chip.get("phy_id") is not None) or name.startswith("910_93"):
+            return "a3"
+        if name.upper().startswith("310P"):
+            return "310p"
+        if name.startswith("950"):
+            return "a5"
+    return None
+
+
+
 # --------------------------------------------------------------------------- helpers
 
 

@@ -12,6 +12,7 @@ import os
 import re
 
 from ..errors import AscendDeployError, CheckFailed, InputError
+from ..host.npu_smi import hardware_of
 from ..host.procs import find_holders
 from ..host.versions import read_versions
 from ..reporting import tables
@@ -30,21 +31,6 @@ def finding(fid: str, pitfall: int | None, status: str, evidence: str, fix: str 
 
 
 # ----------------------------------------------------------------------------- NPUs
-
-
-def hardware_of(chips: list[dict]) -> str | None:
-    """a2 / a3 / a5 / 310p from the chip names of ``npu-smi info`` (None = unknown)."""
-    for chip in chips:
-        name = str(chip.get("name") or "").replace("Ascend", "").strip()
-        if name.upper().startswith("910B"):
-            return "a2"
-        if (name == "910" and chip.get("phy_id") is not None) or name.startswith("910_93"):
-            return "a3"
-        if name.upper().startswith("310P"):
-            return "310p"
-        if name.startswith("950"):
-            return "a5"
-    return None
 
 
 def _load_npu_info(npu_info: dict | None) -> tuple[dict | None, str | None]:

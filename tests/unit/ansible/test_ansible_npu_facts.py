@@ -93,6 +93,7 @@ def test_npu_facts_on_bare_python(tmp_path):
         "npu": 0, "chip": 1, "pid": 1777209, "name": "VLLMWorker_PP", "memory_mb": 56684,
     }  # fmt: skip
     assert facts["map"]["rows"][1] == {"npu": 0, "chip": 1, "logic_id": None, "chip_name": "Mcu"}
+    assert facts["hardware"] == "a3"  # "Ascend910" chips with Phy-IDs: the roles' auto
 
 
 @pytest.mark.slow
