@@ -38,8 +38,11 @@ options:
     type: int
   npu_ids:
     description:
-      - Ids of the NPUs this service gets (C(npu-smi) NPU ids); replaces C(npus).
-      - Each replica's C(/dev/davinciN) devices and C(ASCEND_RT_VISIBLE_DEVICES) name these ids.
+      - Device ids of the chips this service gets (npu_facts' chip C(device), the Chip Logic ID of
+        C(npu-smi info -m); on Atlas A2 the NPU id, on A3 one per die, on 300I Duo one per chip);
+        replaces C(npus).
+      - Each replica mounts C(/dev/davinci<id>) of its ids and numbers them 0..k-1 in
+        C(ASCEND_RT_VISIBLE_DEVICES) (docs/device-numbering.md).
     type: list
     elements: int
   service:

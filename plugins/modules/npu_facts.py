@@ -56,7 +56,7 @@ ansible_facts:
       contains:
         info:
           description: >-
-            C(npu-smi info): C(kind), driver C(version), C(chips) (npu, chip, phy_id, name,
+            C(npu-smi info): C(kind), driver C(version), C(chips) (npu, chip, device, phy_id, name,
             health, power_w, temp_c, aicore_pct, bus_id, hbm_used_mb, hbm_total_mb,
             memory_used_mb, memory_total_mb, hugepages_used, hugepages_total) and
             C(processes) (npu, chip, pid, name, memory_mb).
@@ -65,7 +65,7 @@ ansible_facts:
             kind: info
             version: 24.1.1
             chips:
-              - {npu: 0, chip: 0, phy_id: null, name: 910B4, health: OK, power_w: 88.2,
+              - {npu: 0, chip: 0, device: 0, phy_id: null, name: 910B4, health: OK, power_w: 88.2,
                  temp_c: 30.0, aicore_pct: 0.0, bus_id: "0000:C1:00.0", hbm_used_mb: 26838,
                  hbm_total_mb: 32768, memory_used_mb: 0, memory_total_mb: 0,
                  hugepages_used: 0, hugepages_total: 0}
@@ -105,6 +105,7 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
     AscendDeployError,
 )
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host.npu_smi import (
+    assign_devices,
     hardware_of,
     parse,
     run_npu_smi,
@@ -144,6 +145,10 @@ def main() -> None:
         )
     except AscendDeployError as exc:
         facts["map_error"] = str(exc)
+    try:
+        assign_devices(info, facts["map"])
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))
     module.exit_json(changed=False, ansible_facts={"ascend_npu": facts})
 
 

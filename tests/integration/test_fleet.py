@@ -153,7 +153,7 @@ def test_a_state_file_host_has_its_cards_hardware(tmp_path):
     assert fleet.host_hardware(fleet.HostSpec("h", "duo", state)) == "310p"
     broken = tmp_path / "bad.json"
     broken.write_text(json.dumps({"card": {"hardware": "h100"}}), encoding="utf-8")
-    with pytest.raises(FleetError, match="card.hardware must be one of"):
+    with pytest.raises(FleetError, match=r"card\.hardware must be one of"):
         fleet.host_hardware(fleet.HostSpec("h", "bad", broken))
 
 

@@ -65,6 +65,48 @@ def hardware_of(chips: list[dict]) -> str | None:
     return None
 
 
+def assign_devices(info: dict, map_doc: dict | None = None) -> list[dict]:
+    """Give every chip of a parsed ``info`` its device id (``chip["device"]``); return the chips.
+
+    The device id is the N of ``/dev/davinciN`` and the id the runtime numbers from: the
+    ``Chip Logic ID`` of ``npu-smi info -m`` for that (NPU, chip), else the id the ``info`` table
+    prints per chip (the Device column of 310P cards, the Chip Phy-ID of A3 dies), else, with one
+    chip per NPU (Atlas A2), the NPU id. A chip none of these name raises ``InputError``: placing
+    it by position could mount another chip than the one whose health and memory were read.
+    """
+    logic: dict[tuple[int, int], int] = {}
+    for row in (map_doc or {}).get("rows") or []:
+        if row.get("logic_id") is not None:
+            logic[(int(row["npu"]), int(row["chip"]))] = int(row["logic_id"])
+    chips = info.get("chips") or []
+    per_npu: dict[int, int] = {}
+    for chip in chips:
+        per_npu[chip["npu"]] = per_npu.get(chip["npu"], 0) + 1
+    seen: dict[int, tuple[int, int]] = {}
+    for chip in chips:
+        key = (int(chip["npu"]), int(chip.get("chip") or 0))
+        device = logic.get(key)
+        if device is None:
+            device = chip.get("logic_id")
+        if device is None:
+            device = chip.get("phy_id")
+        if device is None and per_npu[chip["npu"]] == 1:
+            device = chip["npu"]
+        if device is None:
+            raise InputError(
+                f"npu-smi: NPU {key[0]} chip {key[1]} has no device id (no Chip Logic ID in "
+                "`npu-smi info -m`, no per-chip id in `npu-smi info`); fix: check that "
+                "`npu-smi info -m` runs on this host"
+            )
+        if int(device) in seen:
+            raise InputError(
+                f"npu-smi: device id {device} is given to NPU {seen[int(device)][0]} chip "
+                f"{seen[int(device)][1]} and to NPU {key[0]} chip {key[1]}; the output is damaged"
+            )
+        seen[int(device)] = key
+        chip["device"] = int(device)
+    return chips
+
 
 # --------------------------------------------------------------------------- helpers
 

@@ -777,3 +777,24 @@ def test_hccl_ports_follow_the_host_npus_so_services_on_disjoint_npus_never_coll
         ports([6, 7], hccl_base_port=65000)
     one = make_plan(model, hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=[3, 4], tp=2)
     assert one["replica_launch"][0]["env"]["HCCL_IF_BASE_PORT"] == str(60000 + 3 * 256)
+
+
+def test_an_a3_plan_places_one_replica_per_die_and_says_why(qwen3_checkpoints):
+    # 8 cards x 2 dies: 16 devices of 64 GB; Qwen3-4B fits one die (issue 21 §3)
+    plan = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED,
+        npus=list(range(16)), hardware="a3", vllm_ascend="v0.23.0",
+    )  # fmt: skip
+    assert plan["feasible"] and plan["tp"] == 1 and len(plan["replica_launch"]) == 16
+    assert [r["npus"] for r in plan["replica_launch"]] == [[d] for d in range(16)]
+    note = next(n for n in plan["notes"] if n.startswith("Atlas A3: each die is a device"))
+    assert note.endswith("16 replica(s) x TP 1 on 16 devices")
+    two = make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED,
+        npus=list(range(16)), hardware="a3", vllm_ascend="v0.23.0", tp=2,
+    )  # fmt: skip
+    # a TP 2 replica spans the two dies of one card (devices 2k, 2k+1)
+    assert [r["npus"] for r in two["replica_launch"]][:2] == [[0, 1], [2, 3]]
+    assert not any("die" in n for n in make_plan(
+        qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8,
+    )["notes"])  # fmt: skip
