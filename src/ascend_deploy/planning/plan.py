@@ -135,7 +135,8 @@ def make_plan(
     t = chosen["tp"]
     notes += _sizing_notes(chosen, len(ids), facts["max_model_len_limit"], max_model_len)
     if hw.get("placement"):
-        notes.append(f"{hw['placement']}: {len(ids) // t} replica(s) x TP {t} on {len(ids)} devices")
+        per = f"{len(ids) // t} replica(s) x TP {t} on {len(ids)} devices"
+        notes.append(f"{hw['placement']}: {per}")
 
     env = planned_env(rules, t, version, hw_key)
     ranks = t * (len(ids) // t)
