@@ -28,6 +28,7 @@ from ascend_deploy.errors import InputError
 from ascend_deploy.model.files import load_config, read_json_file, read_weight_layout
 from ascend_deploy.planning.rules import block_fp8_rule, shipped_rules
 
+from .. import state as sim_state
 from . import device
 from . import messages as M
 from .args import parse_serve_args
@@ -185,23 +186,29 @@ def _head_dims(config: dict, where: str) -> tuple[int, int, int, int]:
     return layers, heads, kv_heads, head_dim
 
 
-def _devices_for(env: device.NpuEnvironment, tp: int) -> list[tuple[int, int]]:
-    """(npu, chip) of the first ``tp`` visible devices (A3: two chips per NPU)."""
-    cpc = int(((env.state or {}).get("card") or {}).get("chips_per_card") or 1)
-    return [(d // cpc, d % cpc) for d in env.visible[:tp]]
+def _host_chips(env: device.NpuEnvironment) -> list[dict]:
+    """The host's chips as its npu-smi shows them (``ascend_sim.state.chips``), idle figures."""
+    try:
+        return sim_state.chips(sim_state.normalise(env.state or {}, device.STATE_REL))
+    except InputError as exc:
+        raise InputError(f"{device.path(device.STATE_REL)}: {exc}") from exc
 
 
-def _idle_used_mb(state: dict, npu: int) -> int:
-    card = state.get("card") or {}
-    used = int(card.get("idle_hbm_used_mb") or 0)
-    for chip in state.get("chips") or []:
-        if (
-            isinstance(chip, dict)
-            and chip.get("npu", chip.get("id")) == npu
-            and "hbm_used_mb" in chip
-        ):
-            used = int(chip["hbm_used_mb"])
-    return used
+def _devices_for(env: device.NpuEnvironment, tp: int) -> list[dict]:
+    """The host chips of the first ``tp`` visible devices: a device id is a chip's logic id
+    (A3: one per die, 300I Duo: one per chip), never the card's NPU id."""
+    by_device = {c["logic_id"]: c for c in _host_chips(env)}
+    missing = [d for d in env.visible[:tp] if d not in by_device]
+    if missing:
+        raise InputError(f"emulated host: no chip has device id {missing[0]}")
+    return [by_device[d] for d in env.visible[:tp]]
+
+
+def _memory_of(chip: dict) -> tuple[int, int]:
+    """(total, idle used) MB of a chip: its HBM, or its DDR on 310P cards (no HBM figures)."""
+    if chip.get("hbm_total_mb"):
+        return int(chip["hbm_total_mb"]), int(chip.get("hbm_used_mb") or 0)
+    return int(chip.get("memory_total_mb") or 0), int(chip.get("memory_used_mb") or 0)
 
 
 def _others_mb(devices: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
@@ -416,25 +423,23 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         (info.name, tuple(info.shape), info.nbytes)
         for _shard, info in read_weight_layout(model).tensors()
     ]
-    devices = _devices_for(env, tp)
     state = env.state or {}
-    card = state.get("card") or {}
-    try:
-        hbm_total_mb = int(card.get("hbm_total_mb") or 0)
-    except (TypeError, ValueError):
-        hbm_total_mb = 0
-    if hbm_total_mb <= 0:
-        raise InputError(
-            f"{device.path(device.STATE_REL)}: card.hbm_total_mb missing or not positive"
-        )
+    chips = _devices_for(env, tp)
+    devices = [(int(c["npu"]), int(c["chip"])) for c in chips]
+    for c in chips:
+        if _memory_of(c)[0] <= 0:
+            raise InputError(
+                f"{device.path(device.STATE_REL)}: NPU {c['npu']} chip {c['chip']} has no "
+                "HBM or memory total"
+            )
     others = _others_mb(devices)
     budgets = [
         kv_budget(
             config,
             tensors,
-            hbm_total_mb=hbm_total_mb,
-            idle_used_mb=_idle_used_mb(state, npu),
-            others_mb=others[(npu, chip)],
+            hbm_total_mb=_memory_of(c)[0],
+            idle_used_mb=_memory_of(c)[1],
+            others_mb=others[(int(c["npu"]), int(c["chip"]))],
             tp=tp,
             gpu_memory_utilization=args.gpu_memory_utilization,
             enforce_eager=args.enforce_eager,
@@ -442,7 +447,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             max_num_batched_tokens=args.max_num_batched_tokens,
             dtype=args.dtype,
         )
-        for npu, chip in devices
+        for c in chips
     ]
     budget = min(budgets, key=lambda b: b.tokens)  # vLLM takes the minimum over ranks
     if budget.weights > budget.free_before_load:

@@ -592,3 +592,59 @@ def test_v0_11_does_not_set_alloc_conf(tmp_path, tiny_random_model):
         assert emu.ready, emu.output()
         assert "vLLM API server version 0.11.0" in emu.lines[0]
         assert "Set PYTORCH_NPU_ALLOC_CONF" not in emu.output()  # only since v0.14.0rc1
+
+
+# -- every host shape: a device is a chip (issue 21 §5) ------------------------------------------
+def _only_device(env: dict, keep: int, count: int) -> None:
+    dev = os.path.join(env["ASCEND_SIM_ROOT"], "dev")
+    for i in range(count):
+        if i != keep:
+            os.remove(os.path.join(dev, f"davinci{i}"))
+
+
+def _kv_gib(output: str) -> float:
+    return float(re.findall(r"Available KV cache memory: ([\d.]+) GiB", output)[-1])
+
+
+def test_a_300i_duo_chip_serves_from_its_ddr(tmp_path, tiny_random_model):
+    # 310P chips report DDR (Memory-Usage), no HBM: the engine sizes from that chip's memory
+    env = sandbox(tmp_path, state=preset_state("310p3-duo-2x"), devices=4)
+    args = serve_args(tiny_random_model, "--enforce-eager", "--dtype", "float16")
+    with Emulator(args, env).start() as emu:
+        assert emu.ready, emu.output()
+        assert 0 < _kv_gib(emu.output()) < 44280 / 1024
+
+
+def test_a_device_is_the_chip_with_that_logic_id_not_npu_times_chips(tmp_path, tiny_random_model):
+    # A 300I Duo whose npu-smi NPU ids are 1 and 2 (as real hosts print them): device 2 is NPU 2
+    # chip 0, and that chip's memory in use is what the engine sizes its KV cache from.
+    state = preset_state("310p3-duo-2x")
+    state["card"]["npu_ids"] = [1, 2]
+    state["chips"] = [{"npu": 2, "chip": 0, "memory_used_mb": 30000}]
+    args = serve_args(tiny_random_model, "--enforce-eager", "--dtype", "float16")
+    kv = {}
+    for device in (1, 2):
+        env = sandbox(
+            tmp_path / f"d{device}", state=state, devices=4, ASCEND_RT_VISIBLE_DEVICES="0"
+        )
+        _only_device(env, device, 4)
+        with Emulator(args, env).start() as emu:
+            assert emu.ready, emu.output()
+            kv[device] = _kv_gib(emu.output())
+    assert kv[2] < kv[1] - 20, kv  # 30 GB of that chip's DDR are in use
+
+
+def test_an_a3_die_is_its_own_device(tmp_path, tiny_random_model):
+    # 16 dies: /dev/davinci9 is die 1 of card 4; HBM in use there, not on die 0 (davinci8)
+    state = preset_state("a3-ascend910-16chip")
+    state["chips"] = [{"npu": 4, "chip": 1, "hbm_used_mb": 40000}]
+    kv = {}
+    for device in (8, 9):
+        env = sandbox(
+            tmp_path / f"d{device}", state=state, devices=16, ASCEND_RT_VISIBLE_DEVICES="0"
+        )
+        _only_device(env, device, 16)
+        with Emulator(serve_args(tiny_random_model, "--enforce-eager"), env).start() as emu:
+            assert emu.ready, emu.output()
+            kv[device] = _kv_gib(emu.output())
+    assert kv[9] < kv[8] - 30, kv
