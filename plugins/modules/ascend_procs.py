@@ -106,6 +106,12 @@ others_used_mb:
     except another service's.
   returned: when npu_info is given
   type: dict
+others_used_by_device:
+  description: >-
+    The same per chip, by device id (npu_facts' chip C(device)): every A3 die and 300I Duo chip on
+    its own, HBM in use or, on 310P chips, DDR in use. What the plan sizes each replica's chips by.
+  returned: when npu_info is given
+  type: dict
 stopped:
   description: >-
     Results of C(procs.stop) (or the PIDs that would be ended in check mode), each with what was

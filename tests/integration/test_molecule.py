@@ -19,7 +19,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # Order: the quickest proof of the simulator first, then the bundle, the fleet and the planted
 # faults (MOLECULE_SCENARIOS picks a subset).
-DEFAULT = ["sim", "bootstrap", "default", "rollback", "fleet", "pitfalls", "capacity", "engine"]
+DEFAULT = [
+    "sim", "bootstrap", "default", "rollback", "fleet", "pitfalls", "capacity", "hardware",
+    "engine",
+]  # fmt: skip
 SCENARIOS = os.environ.get("MOLECULE_SCENARIOS", " ".join(DEFAULT)).split()
 
 pytestmark = [pytest.mark.molecule, pytest.mark.docker, pytest.mark.slow]

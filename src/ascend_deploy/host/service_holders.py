@@ -91,6 +91,30 @@ def others_used_mb(npu_info: dict, freed: list[dict]) -> dict[str, int]:
     }
 
 
+def others_used_by_device(npu_info: dict, freed: list[dict]) -> dict[str, int]:
+    """Memory in use per chip, by device id (npu_facts' ``device``), minus what ``freed`` holds.
+
+    Every chip counts on its own (an A3 die, a 300I Duo chip): its HBM in use, or its DDR
+    (``memory_used_mb``) on 310P chips, which report no HBM. Chips without a device id are left out.
+    """
+    ours_mb: dict[tuple[int, int], int] = {}
+    for entry in freed:
+        for use in entry.get("npus") or []:
+            if use.get("npu") is not None:
+                key = (int(use["npu"]), int(use.get("chip") or 0))
+                ours_mb[key] = ours_mb.get(key, 0) + (use.get("memory_mb") or 0)
+    out: dict[str, int] = {}
+    for chip in npu_info.get("chips") or []:
+        if chip.get("device") is None or chip.get("npu") is None:
+            continue
+        used = chip.get("hbm_used_mb")
+        if used is None:
+            used = chip.get("memory_used_mb")
+        key = (int(chip["npu"]), int(chip.get("chip") or 0))
+        out[str(chip["device"])] = max(0, (used or 0) - ours_mb.get(key, 0))
+    return out
+
+
 def survey(scope: Scope) -> Survey:
     """Find every live holder of the ports and NPUs in ``scope``, merged by PID."""
     containers = procs.docker_containers() if scope.containers is None else scope.containers
@@ -124,11 +148,11 @@ def survey(scope: Scope) -> Survey:
         "foreign": [brief(e) for e in foreign],
     }
     if scope.npu_info:
-        result["others_used_mb"] = others_used_mb(
-            scope.npu_info,
-            managed
-            + ([e for e in foreign if not e.get("other_service")] if scope.kill_foreign else []),
+        freed = managed + (
+            [e for e in foreign if not e.get("other_service")] if scope.kill_foreign else []
         )
+        result["others_used_mb"] = others_used_mb(scope.npu_info, freed)
+        result["others_used_by_device"] = others_used_by_device(scope.npu_info, freed)
     # Another service of this bundle (labelled ascend-deploy.service=<other>) is in the way too,
     # but kill_foreign never ends it: the fix names that service instead.
     result["other_services"] = sorted(

@@ -10,7 +10,13 @@ import pytest
 from conftest import sample, spawn_sleeper
 
 from ascend_deploy.host import npu_smi
-from ascend_deploy.host.service_holders import Scope, others_used_mb, settle, survey
+from ascend_deploy.host.service_holders import (
+    Scope,
+    others_used_by_device,
+    others_used_mb,
+    settle,
+    survey,
+)
 
 CID = "a" * 64
 
@@ -138,3 +144,22 @@ def test_another_service_of_the_bundle_is_named_and_never_ended(sleepers):
     done = settle(scope, end=True, dry_run=False, grace_s=5)
     assert [s["pid"] for s in done["stopped"]] == [stranger.pid]
     assert other.poll() is None
+
+
+def test_memory_in_use_is_read_per_chip_by_device_id():
+    """Every A3 die and 300I Duo chip on its own (issue 21 §1); DDR where a chip has no HBM."""
+    a3 = npu_smi.parse(sample("npu-smi-info_A3_26.0.rc1_wide_trimmed_2.txt"))
+    npu_smi.assign_devices(a3)
+    used = others_used_by_device(a3, [])
+    assert used == {str(c["device"]): c["hbm_used_mb"] for c in a3["chips"]}
+    assert set(used) == {"0", "1", "10", "11"}  # die 1 of NPU 0 is not folded into die 0
+    # what ours hold on die 11 (NPU 5 chip 1) is freed there only
+    freed = [{"npus": [{"npu": 5, "chip": 1, "memory_mb": 1000}]}]
+    after = others_used_by_device(a3, freed)
+    assert after["11"] == used["11"] - 1000 and after["10"] == used["10"]
+
+    duo = npu_smi.parse(sample("npu-smi-info_310P3_duo_25.2.0_partial_4.txt"))
+    npu_smi.assign_devices(duo)
+    ddr = others_used_by_device(duo, [])
+    assert ddr == {str(c["device"]): c["memory_used_mb"] for c in duo["chips"]}
+    assert all(c["hbm_used_mb"] is None for c in duo["chips"]) and any(ddr.values())
