@@ -321,6 +321,14 @@ def matrix_with_site(path: str | None = None) -> dict:
     return merge_site_matrix(read_matrix(), read_site_matrix(path))
 
 
+def with_site_rows(matrix: dict | None, site: object, path: str | None = None) -> dict | None:
+    """``matrix`` with the site matrix ``site`` (its JSON text or document, from the controller
+    file ``path``) merged over it; ``matrix`` itself when ``site`` is None (the modules' form)."""
+    if site is None:
+        return matrix
+    return merge_site_matrix(matrix, site_matrix(site, path or "(site_matrix parameter)"))
+
+
 def is_site(row: dict) -> bool:
     """The row came from a site matrix (``merge_site_matrix``)."""
     return row.get(ORIGIN) == SITE
