@@ -40,7 +40,7 @@ options:
     type: dict
   site_matrix:
     description:
-      - A site matrix (C(ascend-deploy compat --matrix FILE)) merged over O(matrix), as its JSON
+      - A site matrix (C(ascend-deploy compat list --matrix FILE)) merged over O(matrix), as its JSON
         text or the parsed document C({"rows":[...]}). The role reads the file on the controller.
       - A row of the same C(vllm_ascend) replaces the shipped one, a new release is added; a row
         that breaks the matrix's row schema fails naming the release and the field.
