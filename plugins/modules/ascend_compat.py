@@ -51,6 +51,16 @@ options:
         so the role reads the matrix on the controller and passes it here; the library
         resolves against it as it is.
     type: dict
+  site_matrix:
+    description:
+      - A site matrix (C(ascend-deploy compat list --matrix FILE)) merged over O(matrix), as its JSON
+        text or the parsed document C({"rows":[...]}). The role reads the file on the controller.
+      - A row of the same C(vllm_ascend) replaces the shipped one, a new release is added; a row
+        that breaks the matrix's row schema fails naming the release and the field.
+    type: raw
+  site_matrix_file:
+    description: Controller path of O(site_matrix), for messages.
+    type: str
   fail_on_error:
     description: Fail when no row matches; when false, return C(error) instead.
     type: bool
@@ -131,12 +141,18 @@ def main() -> None:
             "installed": {"type": "dict"},
             "driver": {"type": "str"},
             "matrix": {"type": "dict"},
+            "site_matrix": {"type": "raw"},
+            "site_matrix_file": {"type": "str"},
             "fail_on_error": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
     p = module.params
     result: dict = {"changed": False, "findings": []}
+    try:
+        p["matrix"] = compat.with_site_rows(p["matrix"], p["site_matrix"], p["site_matrix_file"])
+    except AscendDeployError as exc:
+        module.fail_json(msg=str(exc))  # a broken site row fails even with fail_on_error false
     try:
         row = _resolve(p)
     except AscendDeployError as exc:

@@ -38,6 +38,16 @@ options:
       - Content of C(ascend_deploy/data/compat_matrix.json). AnsiballZ ships only Python files,
         so the role reads the data on the controller and passes it here.
     type: dict
+  site_matrix:
+    description:
+      - A site matrix (C(ascend-deploy compat list --matrix FILE)) merged over O(matrix), as its JSON
+        text or the parsed document C({"rows":[...]}). The role reads the file on the controller.
+      - A row of the same C(vllm_ascend) replaces the shipped one, a new release is added; a row
+        that breaks the matrix's row schema fails naming the release and the field.
+    type: raw
+  site_matrix_file:
+    description: Controller path of O(site_matrix), for messages.
+    type: str
   rules:
     description: Content of C(ascend_deploy/data/serve_rules.json) (same reason).
     type: dict
@@ -72,6 +82,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.errors import (
     AscendDeployError,
 )
+from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.compat import (
+    with_site_rows,
+)
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.preflight import (
     run_preflight,
 )
@@ -87,6 +100,8 @@ def main() -> None:
             "service": {"type": "str"},
             "hardware": {"type": "str"},
             "matrix": {"type": "dict"},
+            "site_matrix": {"type": "raw"},
+            "site_matrix_file": {"type": "str"},
             "rules": {"type": "dict"},
             "options": {"type": "dict", "default": {}},
         },
@@ -94,6 +109,7 @@ def main() -> None:
     )
     p = module.params
     try:
+        matrix = with_site_rows(p["matrix"], p["site_matrix"], p["site_matrix_file"])
         result = run_preflight(
             root=p["root"],
             port=p["port"],
@@ -101,7 +117,7 @@ def main() -> None:
             npu_info=p["npu_info"],
             service=p["service"],
             hardware=p["hardware"],
-            matrix=p["matrix"],
+            matrix=matrix,
             rules=p["rules"],
             **p["options"],
         )

@@ -326,6 +326,92 @@ def test_compat_and_preflight_use_the_matrix_and_rules_they_are_given(tmp_path, 
     assert res["plan"]["failed"] and "unknown hardware 'a2'" in res["plan"]["msg"]
 
 
+SITE_MATRIX = REPO / "tests" / "data" / "site-matrix"
+
+
+def test_compat_and_preflight_merge_the_site_matrix_they_are_given(tmp_path):
+    """site_matrix (the controller file's text, as the roles pass it, or a parsed document) is
+    merged over matrix; v0.30.0 is the fictional release of the test fixture."""
+    sys.path.insert(0, str(REPO / "tests" / "data" / "hosts"))
+    from build_tree import build  # type: ignore[import-not-found]
+
+    root = tmp_path / "root"
+    build("a2-toolkit-8.2", root)
+    site_text = (SITE_MATRIX / "site-v0.30.0.json").read_text()
+    broken = str(SITE_MATRIX / "site-broken.json")
+    info = json.loads(json.dumps(_npu_info("npu-smi-info_910B4_32GB_24.1.1_partial_7.txt")))
+    newer_v091 = {**next(r for r in MATRIX["rows"] if r["vllm_ascend"] == "v0.9.1")}
+    newer_v091["vllm_ascend"] = "v0.9.1.post7"  # test fixture: a fictional post release
+    site = {"matrix": MATRIX, "site_matrix": site_text, "site_matrix_file": "/ctl/site.json"}
+    res = run(
+        tmp_path,
+        [
+            {"id": "by_cann", "ascend_vllm.serving.ascend_compat": {"cann": "9.5.0", **site}},
+            {
+                "id": "by_pin",
+                "ascend_vllm.serving.ascend_compat": {
+                    "vllm_ascend": "v0.30.0",
+                    "hardware": "a3",
+                    "installed": {"torch": "2.11.0", "torch_npu": "2.11.0"},
+                    **site,
+                },
+            },
+            {
+                "id": "shipped",
+                "ascend_vllm.serving.ascend_compat": {"cann": "9.5.0", "matrix": MATRIX},
+            },
+            {
+                "id": "broken",
+                "ascend_vllm.serving.ascend_compat": {
+                    "cann": "9.5.0",
+                    "matrix": MATRIX,
+                    "site_matrix": (SITE_MATRIX / "site-broken.json").read_text(),
+                    "site_matrix_file": broken,
+                    "fail_on_error": False,
+                },
+            },
+            {
+                "id": "pre",
+                "ascend_vllm.serving.ascend_preflight": {
+                    "root": str(root),
+                    "npu_info": info,
+                    "matrix": MATRIX,
+                    "site_matrix": {"rows": [newer_v091]},
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "pre_broken",
+                "ascend_vllm.serving.ascend_preflight": {
+                    "root": str(root),
+                    "npu_info": info,
+                    "matrix": MATRIX,
+                    "site_matrix": {"rows": [{"vllm_ascend": "v0.9.1.post7"}]},
+                    "rules": RULES,
+                },
+            },
+        ],
+    )
+    row = res["by_cann"]["row"]
+    assert row["vllm_ascend"] == "v0.30.0" and row["origin"] == "site", res["by_cann"]
+    assert res["by_cann"]["image"] == "quay.io/ascend/vllm-ascend:v0.30.0"
+    assert any("site row from /ctl/site.json" in n for n in row["notes"])
+    assert res["by_pin"]["image"] == "quay.io/ascend/vllm-ascend:v0.30.0-a3", res["by_pin"]
+    assert res["by_pin"]["pip_requirements"][:2] == ["torch==2.11.0", "torch-npu==2.11.0"]
+    assert (
+        res["shipped"]["failed"]
+        and "no vllm-ascend release supports CANN 9.5.0" in (res["shipped"]["msg"])
+    )
+    assert res["broken"]["failed"], res["broken"]
+    assert res["broken"]["msg"] == (f"site matrix {broken}: row v0.30.0: field torch_npu: missing")
+    checks = {c["id"]: c for c in res["pre"]["checks"]}
+    assert "vllm-ascend:v0.9.1.post7" in checks["compat.runtime"]["evidence"], checks
+    assert res["pre_broken"]["failed"]
+    assert res["pre_broken"]["msg"].startswith(
+        "site matrix (site_matrix parameter): row v0.9.1.post7: field vllm: missing"
+    ), res["pre_broken"]
+
+
 def _npu_info(sample_name: str) -> dict:
     sys.path.insert(0, str(REPO / "src"))
     from ascend_deploy.host.npu_smi import parse

@@ -44,3 +44,13 @@ def positive_float(text: str) -> float:
 def positive_seconds(text: str) -> float:
     """Seconds above 0 (0 or less would report a healthy driver or server as hung)."""
     return _above_zero(text, "seconds")
+
+
+def add_matrix_argument(parser: argparse.ArgumentParser) -> None:
+    """``--matrix FILE``: a site matrix merged over the shipped one (compat, preflight)."""
+    parser.add_argument(
+        "--matrix",
+        metavar="FILE",
+        help="site matrix: a JSON file of rows merged over the shipped matrix (a row of the "
+        "same vllm_ascend replaces the shipped one, a new release is added)",
+    )

@@ -8,6 +8,7 @@ from ..cli import emit
 from ..errors import InputError
 from ..host.versions import read_versions
 from ..planning import compat
+from .argtypes import add_matrix_argument
 
 _FLAG_PACKAGES = (
     ("torch", "torch"),
@@ -48,16 +49,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=compat.DEFAULT_REGISTRY,
         help="image registry (default quay.io/ascend)",
     )
+    add_matrix_argument(res)
     res.add_argument("--json", action="store_true", help="print JSON")
 
     lst = actions.add_parser(
         "list",
         help="print the compatibility matrix (one line per vllm-ascend release)",
         description="Every release of the matrix with its vLLM, torch_npu, CANN and Python, "
-        "newest first; --hardware keeps the releases that support it.",
+        "newest first; --hardware keeps the releases that support it. With --matrix, rows of "
+        "the site matrix are marked 'site' (column from).",
     )
     lst.add_argument("--hardware", choices=compat.HARDWARE, help="only releases for this one")
     lst.add_argument("--allow-rc", action="store_true", help="include release candidates")
+    add_matrix_argument(lst)
     lst.add_argument("--json", action="store_true", help="print JSON")
 
     chk = actions.add_parser(
@@ -73,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for key, flag in _FLAG_PACKAGES:
         chk.add_argument(f"--{flag}", dest=key, metavar="VER", help=f"installed {flag} version")
     chk.add_argument("--python-version", metavar="X.Y.Z", help="installed Python version")
+    add_matrix_argument(chk)
     chk.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -130,6 +135,7 @@ def list_rows(matrix: dict, hardware: str | None, allow_rc: bool) -> list[dict]:
                 "python": row.get("python"),
                 "hardware": listed if isinstance(listed, list) else [],
                 "released": row.get("released"),
+                "from": compat.SITE if compat.is_site(row) else "shipped",
             }
         )
     out.sort(key=lambda r: compat.version_key(r["vllm_ascend"]), reverse=True)
@@ -137,7 +143,17 @@ def list_rows(matrix: dict, hardware: str | None, allow_rc: bool) -> list[dict]:
 
 
 def render_list(rows: list[dict]) -> str:
-    head = ("vllm_ascend", "vllm", "torch_npu", "cann", "python", "hardware", "released")
+    head: tuple[str, ...] = (
+        "vllm_ascend",
+        "vllm",
+        "torch_npu",
+        "cann",
+        "python",
+        "hardware",
+        "released",
+    )
+    if any(r.get("from") == compat.SITE for r in rows):
+        head += ("from",)
     table = [head] + [
         tuple(",".join(r[k]) if isinstance(r[k], list) else str(r[k] or "-") for k in head)
         for r in rows
@@ -149,7 +165,8 @@ def render_list(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    matrix = compat.read_matrix()  # the shipped matrix, read once here
+    # the shipped matrix, read once here (with the site matrix of --matrix merged over it)
+    matrix = compat.matrix_with_site(args.matrix)
     if args.action == "list":
         rows = list_rows(matrix, args.hardware, args.allow_rc)
         emit(rows, args.json, render_list)

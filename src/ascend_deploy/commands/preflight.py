@@ -6,9 +6,10 @@ import argparse
 
 from ..cli import emit
 from ..host.procs import load_npu_info
-from ..planning.compat import HARDWARE, read_matrix
+from ..planning.compat import HARDWARE, matrix_with_site
 from ..planning.preflight import render_table, run_preflight
 from ..planning.rules import load_rules
+from .argtypes import add_matrix_argument
 from .procs import _port
 
 
@@ -22,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--npu-smi-file", metavar="FILE", help="saved `npu-smi info` output (- = stdin)"
     )
+    add_matrix_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -36,6 +38,7 @@ def render(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    matrix = matrix_with_site(args.matrix)  # a bad --matrix is exit 2 before any probe
     npu_info = None  # run_preflight runs npu-smi itself
     if args.npu_smi_file is not None:
         npu_info, _none = load_npu_info(args.npu_smi_file)
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         service=args.service,
         hardware=args.hardware,
         python=args.python,
-        matrix=read_matrix(),
+        matrix=matrix,
         rules=load_rules(),
     )
     emit(result, args.json, render)

@@ -17,10 +17,11 @@ controller by the roles); None means the shipped matrix.
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import lru_cache
 
-from ..errors import CheckFailed, InputError
+from ..errors import CheckFailed, InputError, describe_path, shown
 from ..resources import data_path
 from ..versioning import (
     is_prerelease,
@@ -157,6 +158,188 @@ def read_matrix(path: str = MATRIX_PATH) -> dict:
 def load_matrix(matrix: dict | None = None) -> list[dict]:
     """All rows (copies; official and unofficial) of ``matrix`` (default: the shipped one)."""
     return [dict(r) for r in matrix_rows(read_matrix() if matrix is None else matrix)]
+
+
+# ----------------------------------------------------------------------------- site matrix
+# A site matrix is the operator's JSON file of extra or corrected rows (a release the bundle
+# does not ship yet): {"rows": [...], "description": "...", "sources": ["..."]}. Its rows are
+# checked against the row schema of the shipped matrix (tests/schemas/compat_matrix.schema.json,
+# ``$defs/row``) by hand, the library being standard library only; test_site_matrix.py holds the
+# two equal. A site row replaces the shipped row of the same ``vllm_ascend``, else is added, and
+# carries ``origin: site`` so listings and answers can say so.
+
+ORIGIN = "origin"
+SITE = "site"
+SITE_KEYS = ("rows", "description", "sources")
+ROW_REQUIRED = ("vllm_ascend", "vllm", "python", "cann", "torch", "torch_npu", "hardware")
+ROW_PATTERNS = {
+    "vllm_ascend": (
+        r"^v\d+\.\d+\.\d+(rc\d+|\.post\d+)?$",
+        "a release tag such as v0.13.0, v0.14.0rc1 or v0.7.3.post1",
+    ),
+    "vllm": (r"^v\d+\.\d+", "a vLLM tag such as v0.13.0"),
+    "python": (r"^>=3\.\d+(,<3\.\d+)?$", "a Python range such as >=3.10,<3.12"),
+    "base_image": (r"^[a-z0-9.-]+/[^\s]+:[^\s]+$", "an image reference registry/name:tag"),
+    "released": (r"^\d{4}-\d{2}-\d{2}$", "a date YYYY-MM-DD"),
+}
+ROW_NON_EMPTY = ("cann", "cann_310p", "torch", "torch_npu")
+HARDWARE_ITEM = r"^(a2|a3|a5|310p)(\(.+\))?$"
+
+
+def _matches(pattern: str, value: str) -> bool:
+    return "\n" not in value and re.search(pattern, value) is not None
+
+
+def _field_problem(key: str, value: object) -> str | None:
+    """Why ``value`` is not a valid ``key`` cell of a matrix row (None: it is)."""
+    if key == ORIGIN:
+        return "reserved (the merge marks site rows with it); remove it"
+    if key == "hardware":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return f'{shown(value)} is not a list of hardware keys such as ["a2", "a3"]'
+        bad = [v for v in value if not _matches(HARDWARE_ITEM, v)]
+        if bad:
+            return f"{shown(bad[0])} is not a2, a3, a5 or 310p (a note may follow in brackets)"
+        if len(set(value)) != len(value):
+            return "lists a hardware key twice"
+        return None
+    if key == "official_matrix":
+        return None if isinstance(value, bool) else f"{shown(value)} is not true or false"
+    if key == "extra":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return None
+        return f"{shown(value)} is not a list of strings"
+    if not isinstance(value, str):
+        return f"{shown(value)} is not a string"
+    if key in ROW_NON_EMPTY and not value:
+        return "empty"
+    if key in ROW_PATTERNS and not _matches(ROW_PATTERNS[key][0], value):
+        return f"{shown(value)} is not {ROW_PATTERNS[key][1]}"
+    return None
+
+
+def row_problems(row: object) -> list[str]:
+    """``field KEY: problem`` for each way ``row`` breaks the matrix's row schema."""
+    if not isinstance(row, dict):
+        return [f"{shown(row)} is not an object of fields"]
+    out = [f"field {key}: missing" for key in ROW_REQUIRED if key not in row]
+    for key, value in row.items():
+        problem = _field_problem(str(key), value)
+        if problem:
+            out.append(f"field {key}: {problem}")
+    return out
+
+
+def _row_label(row: object, index: int) -> str:
+    release = row.get("vllm_ascend") if isinstance(row, dict) else None
+    if isinstance(release, str) and release.strip() and "\n" not in release:
+        return f"row {release}"
+    return f"rows[{index}]"
+
+
+def site_matrix(doc: object, path: str = "(parameter)") -> dict:
+    """The checked site matrix ``doc`` (its JSON text, or the parsed document) from ``path``.
+
+    InputError (one line naming the path, the release or row index, and the field) when the
+    text is not JSON, the document is not ``{"rows": [...]}`` or a row breaks the schema.
+    """
+    where = f"site matrix {describe_path(path)}"
+    if isinstance(doc, bytes):
+        try:
+            doc = doc.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{where}: not UTF-8 text ({exc.reason}); write it as JSON") from None
+    if isinstance(doc, str):
+        try:
+            doc = json.loads(doc)
+        except ValueError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f'{where}: not a JSON object; write {{"rows": [ {{...}}, ... ]}}')
+    unknown = sorted(str(k) for k in doc if k not in SITE_KEYS)
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key {shown(unknown[0])}; a site matrix holds " + ", ".join(SITE_KEYS)
+        )
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise InputError(f"{where}: no 'rows' list of matrix rows (one or more)")
+    if not isinstance(doc.get("description", ""), str):
+        raise InputError(f"{where}: 'description' is not a string")
+    sources = doc.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise InputError(f"{where}: 'sources' is not a list of strings")
+    seen: set[str] = set()
+    for index, row in enumerate(rows):
+        problems = row_problems(row)
+        if problems:
+            raise InputError(f"{where}: {_row_label(row, index)}: {'; '.join(problems)}")
+        if row["vllm_ascend"] in seen:
+            raise InputError(f"{where}: row {row['vllm_ascend']}: given twice; keep one")
+        seen.add(row["vllm_ascend"])
+    return {"path": describe_path(path), "rows": [dict(r) for r in rows]}
+
+
+def read_site_matrix(path: str) -> dict:
+    """The checked site matrix in the JSON file ``path`` (see ``site_matrix``)."""
+    where = f"site matrix {describe_path(path)}"
+    if os.path.isdir(path):
+        raise InputError(f"{where}: is a directory; give the JSON file of site rows")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{where}: unreadable ({exc.strerror or exc})") from None
+    return site_matrix(raw, path)
+
+
+def merge_site_matrix(matrix: dict | None, site: dict) -> dict:
+    """``matrix`` (default: the shipped one) with the rows of ``site`` (``site_matrix``'s
+    answer) merged over it: a row of the same ``vllm_ascend`` is replaced, a new one added.
+
+    A new document; merged rows carry ``origin: site``. ``matrix`` is not modified.
+    """
+    base = read_matrix() if matrix is None else matrix
+    rows = [dict(r) for r in matrix_rows(base)]
+    index = {r.get("vllm_ascend"): i for i, r in enumerate(rows)}
+    for row in site["rows"]:
+        marked = {**row, ORIGIN: SITE}
+        if row["vllm_ascend"] in index:
+            rows[index[row["vllm_ascend"]]] = marked
+        else:
+            index[row["vllm_ascend"]] = len(rows)
+            rows.append(marked)
+    return {**base, "rows": rows, "site_matrix_file": site.get("path")}
+
+
+def matrix_with_site(path: str | None = None) -> dict:
+    """The shipped matrix, with the site matrix file ``path`` merged over it when given."""
+    if path is None:
+        return read_matrix()
+    return merge_site_matrix(read_matrix(), read_site_matrix(path))
+
+
+def with_site_rows(matrix: dict | None, site: object, path: str | None = None) -> dict | None:
+    """``matrix`` with the site matrix ``site`` (its JSON text or document, from the controller
+    file ``path``) merged over it; ``matrix`` itself when ``site`` is None (the modules' form)."""
+    if site is None:
+        return matrix
+    return merge_site_matrix(matrix, site_matrix(site, path or "(site_matrix parameter)"))
+
+
+def is_site(row: dict) -> bool:
+    """The row came from a site matrix (``merge_site_matrix``)."""
+    return row.get(ORIGIN) == SITE
+
+
+def site_note(row: dict, matrix: dict | None) -> list[str]:
+    """The note of an answer built from a site row (empty for a shipped one)."""
+    if not is_site(row):
+        return []
+    where = (matrix or {}).get("site_matrix_file") or "a site matrix"
+    return [f"site row from {where}: the operator's values, not checked against upstream"]
 
 
 def hardware_support(row: dict, hardware: str) -> tuple[bool, str]:
@@ -493,6 +676,7 @@ def resolve(
         notes.append("release candidate: no final vllm-ascend release supports this CANN")
     if not is_official(row):
         notes.append("tag absent from the official matrix; values from its Dockerfile")
+    notes += site_note(row, matrix)
     image, no_image = built_image(row, hardware, os_variant, registry, matrix)
     if no_image:
         notes.append(no_image)
@@ -798,7 +982,9 @@ def describe_row(
             "image_built": image is not None,
             "pins": pins(row, hardware),
             "pip": pip_command(row, hardware=hardware),
-            "notes": ([no_image] if no_image else []) + host_install_notes(row, hardware),
+            "notes": site_note(row, matrix)
+            + ([no_image] if no_image else [])
+            + host_install_notes(row, hardware),
         }
     )
     return out
