@@ -1,4 +1,4 @@
-"""Verify molecule/hardware: every chip of an A3, a 300I Duo and an A2 32 GB host serves (issue 21).
+"""Verify molecule/hardware: every chip of an A3 and a 300I Duo host serves (issue 21).
 
 Runs as molecule's testinfra verifier, or by hand:
 ``pytest --hosts=ansible://ascend_llm --ansible-inventory=$MOLECULE_INVENTORY_FILE \
@@ -21,7 +21,7 @@ from ascend_deploy.host import npu_smi  # noqa: E402
 
 SERVICE = "qwen3"
 # What each host is, for the image tag a real host of its family pulls (upstream's suffixes).
-FAMILY = {"hw-a3": ("a3", "-a3", 16), "hw-duo": ("310p", "-310p", 4), "hw-b4": ("a2", "", 8)}
+FAMILY = {"hw-a3": ("a3", "-a3", 16), "hw-duo": ("310p", "-310p", 4)}
 IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
 
 
