@@ -51,20 +51,12 @@ options:
         so the role reads the matrix on the controller and passes it here; the library
         resolves against it as it is.
     type: dict
-  site_matrix:
-    description:
-      - A site matrix (C(ascend-deploy compat list --matrix FILE)) merged over O(matrix), as its JSON
-        text or the parsed document C({"rows":[...]}). The role reads the file on the controller.
-      - A row of the same C(vllm_ascend) replaces the shipped one, a new release is added; a row
-        that breaks the matrix's row schema fails naming the release and the field.
-    type: raw
-  site_matrix_file:
-    description: Controller path of O(site_matrix), for messages.
-    type: str
   fail_on_error:
     description: Fail when no row matches; when false, return C(error) instead.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ascend_vllm.serving.site_matrix
 author: ascend-deploy
 """
 

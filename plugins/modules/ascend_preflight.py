@@ -38,16 +38,6 @@ options:
       - Content of C(ascend_deploy/data/compat_matrix.json). AnsiballZ ships only Python files,
         so the role reads the data on the controller and passes it here.
     type: dict
-  site_matrix:
-    description:
-      - A site matrix (C(ascend-deploy compat list --matrix FILE)) merged over O(matrix), as its JSON
-        text or the parsed document C({"rows":[...]}). The role reads the file on the controller.
-      - A row of the same C(vllm_ascend) replaces the shipped one, a new release is added; a row
-        that breaks the matrix's row schema fails naming the release and the field.
-    type: raw
-  site_matrix_file:
-    description: Controller path of O(site_matrix), for messages.
-    type: str
   rules:
     description: Content of C(ascend_deploy/data/serve_rules.json) (same reason).
     type: dict
@@ -55,6 +45,8 @@ options:
     description: Further keyword arguments passed to C(run_preflight) unchanged.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - ascend_vllm.serving.site_matrix
 author: ascend-deploy
 """
 
