@@ -166,7 +166,6 @@ def bf16_to_f16_bits(bits: Any) -> Any:
 
 def f16_overflow(src_bf16: Any, out_f16: Any) -> bool:
     """True where a finite BF16 value became an FP16 infinity (> 65504 after rounding)."""
-    np, _ = numpy_modules()
     finite = (src_bf16 & BF16_EXPONENT) != BF16_EXPONENT
     infinite = (out_f16 & 0x7FFF) == F16_EXPONENT
     return bool((finite & infinite).any())

@@ -186,10 +186,9 @@ def plan_conversion(src_dir: str, dtype: str = DEFAULT_DTYPE) -> ConversionPlan:
             if info.name in scale_names:
                 continue
             pair = scales.get(info.name)
-            if pair or (out == "F16" and info.dtype == "BF16"):
-                out_dtype = out
-            else:
-                out_dtype = info.dtype
+            # FP8 weights become the output dtype; so do BF16 tensors of an FP16 output.
+            rounded = pair or (out == "F16" and info.dtype == "BF16")
+            out_dtype = out if rounded else info.dtype
             entries.append((info.name, out_dtype, info.shape))
             pending.append((info, out_dtype, pair))
         head, offsets = encode_header(entries, header.metadata or {"format": "pt"})
