@@ -34,6 +34,20 @@ DTYPE_LABELS = {"BF16": "BF16", "F16": "FP16"}
 F16_MAX = 65504.0  # largest finite IEEE binary16 value; |x| >= 65520 rounds to infinity
 
 
+def conversion_dtype(requested: str, hardware: dict | None) -> str:
+    """The output dtype (torch name) for ``requested`` (auto, bfloat16 or float16).
+
+    ``auto`` takes the dtype the serving rules give the hardware entry ``hardware``
+    (serve_rules.json: float16 for 310P, whose vLLM runs with ``--dtype float16``), and
+    bfloat16 where they give none or no hardware is known.
+    """
+    if requested == "auto":
+        wanted = (hardware or {}).get("dtype")
+        return wanted if wanted in OUTPUT_DTYPES else DEFAULT_DTYPE
+    output_dtype(requested)
+    return requested
+
+
 def output_dtype(dtype: str | None) -> str:
     """The safetensors name (BF16 or F16) for an output dtype given by its torch name."""
     name = DEFAULT_DTYPE if dtype is None else dtype
