@@ -1,17 +1,19 @@
 #!/usr/bin/python
-"""Ansible module: convert a block-FP8 checkpoint to BF16 (idempotent, check mode, diff)."""
+"""Ansible module: convert a block-FP8 checkpoint to BF16/FP16 (idempotent, check mode, diff)."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: ascend_convert
-short_description: Convert a block-wise FP8 checkpoint to BF16 where the release cannot serve it
+short_description: Convert a block-wise FP8 checkpoint to BF16 (or FP16) where the release cannot serve it
 description:
   - Thin wrapper over C(ascend_deploy.fp8.convert). A2/A3/310P NPUs have no FP8 compute path, and
     no tagged vLLM-Ascend release serves a generic block-FP8 checkpoint on Ascend 950 either
     (serving rules C(block_fp8)), so an FP8 checkpoint is dequantized to BF16 once and served
     from C(dst). With C(hardware), C(fp8_native) says whether the release serves it as it is.
+  - C(dtype=float16) writes FP16 instead (Atlas 300I Duo / 310P has no BF16; vllm-ascend serves
+    it with --dtype float16); C(dtype=auto) takes the serving rules' dtype of C(hardware).
   - Check mode and C(status_only) use the standard-library C(conversion_status) only, so they run
     on any target. The conversion itself needs numpy and ml_dtypes in the interpreter that runs
     the module (set C(ansible_python_interpreter) for the task), or run the converter inside the
@@ -22,9 +24,16 @@ options:
     type: path
     required: true
   dst:
-    description: BF16 output directory.
+    description: Output directory (BF16, or FP16 with C(dtype=float16)).
     type: path
     required: true
+  dtype:
+    description: Output dtype. C(auto) needs C(hardware) and takes its dtype from the serving
+      rules (float16 on 310p, else bfloat16; C(ascend_deploy.fp8.numeric.conversion_dtype)).
+      A value FP16 cannot hold (beyond 65504) fails the conversion, naming the tensor.
+    type: str
+    choices: [auto, bfloat16, float16]
+    default: bfloat16
   workers:
     description: Worker processes for the conversion.
     type: int
@@ -59,11 +68,21 @@ EXAMPLES = r"""
   ascend_convert:
     src: /srv/models/qwen3-4b-fp8
     dst: /srv/models/qwen3-4b-fp8-bf16
+
+- name: Convert FP8 to FP16 for an Atlas 300I Duo (310P has no BF16)
+  ascend_convert:
+    src: /srv/models/qwen3-4b-fp8
+    dst: /srv/models/qwen3-4b-fp8-fp16
+    dtype: float16
 """
 
 RETURN = r"""
 status:
   description: converted, up-to-date or not-needed (needed in check mode / status_only).
+  returned: always
+  type: str
+dtype:
+  description: The output dtype (bfloat16 or float16; C(auto) resolved).
   returned: always
   type: str
 fp8_native:
@@ -86,8 +105,9 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
 )
 
 
-def _fp8_native(hardware: str, vllm_ascend: str | None, rules: dict) -> dict:
-    """``fp8_native`` / ``fp8_reason`` as the planner decides them for this release."""
+def _fp8_native(hardware: str, vllm_ascend: str | None, rules: dict) -> tuple[dict, dict]:
+    """``fp8_native`` / ``fp8_reason`` as the planner decides them for this release, and the
+    hardware's rules entry."""
     from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.planning.rules import (
         block_fp8_native,
         check_rules,
@@ -99,7 +119,7 @@ def _fp8_native(hardware: str, vllm_ascend: str | None, rules: dict) -> dict:
     rules = check_rules(rules, "ascend_convert rules")
     _key, hw = hardware_entry(rules, hardware, None)
     native, reason = block_fp8_native(rules, hw, vllm_ascend)
-    return {"fp8_native": native, "fp8_reason": reason}
+    return {"fp8_native": native, "fp8_reason": reason}, hw
 
 
 def main() -> None:
@@ -107,6 +127,11 @@ def main() -> None:
         argument_spec={
             "src": {"type": "path", "required": True},
             "dst": {"type": "path", "required": True},
+            "dtype": {
+                "type": "str",
+                "choices": ["auto", "bfloat16", "float16"],
+                "default": "bfloat16",
+            },
             "workers": {"type": "int"},
             "verify": {"type": "bool", "default": False},
             "force": {"type": "bool", "default": False},
@@ -117,17 +142,23 @@ def main() -> None:
         },
         supports_check_mode=True,
         required_by={"hardware": ["rules"]},
+        required_if=[("dtype", "auto", ["hardware"])],
     )
     p = module.params
     from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.fp8.convert import (
         conversion_status,
     )
+    from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.fp8.numeric import (
+        conversion_dtype,
+    )
 
     native: dict = {}
+    hw = None
     try:
-        before = conversion_status(p["src"], p["dst"])
         if p["hardware"]:
-            native = _fp8_native(p["hardware"], p["vllm_ascend"] or None, p["rules"])
+            native, hw = _fp8_native(p["hardware"], p["vllm_ascend"] or None, p["rules"])
+        dtype = conversion_dtype(p["dtype"], hw)
+        before = conversion_status(p["src"], p["dst"], dtype)
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
     # --force only permits replacing a DST that is not an earlier conversion of SRC; an
@@ -138,6 +169,7 @@ def main() -> None:
         module.exit_json(
             changed=needed and not p["status_only"],
             status=before,
+            dtype=dtype,
             diff=diff if module._diff and needed else None,
             **native,
         )
@@ -147,7 +179,12 @@ def main() -> None:
         )
 
         result = convert_checkpoint(
-            p["src"], p["dst"], workers=p["workers"], verify=p["verify"], force=p["force"]
+            p["src"],
+            p["dst"],
+            workers=p["workers"],
+            verify=p["verify"],
+            force=p["force"],
+            dtype=dtype,
         )
     except ImportError as exc:
         module.fail_json(
@@ -163,6 +200,7 @@ def main() -> None:
     module.exit_json(
         changed=status == "converted",
         status=status,
+        dtype=dtype,
         result=result,
         diff=diff if module._diff else None,
     )

@@ -389,6 +389,11 @@ MODELSLIM_W8A8_FILE = "quant_model_weight_w8a8.safetensors"
 W8A8_WEIGHT_QMAX = 127  # symmetric per-channel int8 weights: codes -127..127
 W8A8_ACT_LEVELS = 255  # asymmetric per-tensor int8 activations: 256 codes, 255 steps
 MODELSLIM_W8A8_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+W8A8_FLOAT16_REFUSAL = (
+    "W8A8 for float16 models (310P) needs deq_scale as packed int64, which this converter does "
+    "not write (it writes the float32 [out] deq_scale of bfloat16 models); serve the FP16 "
+    "conversion (ascend-deploy convert --dtype float16) unquantized"
+)
 
 
 def _calibrate_inputs(model_dir: str, prompts: list[str], names: list[str]) -> dict:
@@ -438,10 +443,17 @@ def write_modelslim_w8a8(
     out_dir: str,
     calibration: list[str],
     projections: tuple[str, ...] = MODELSLIM_W8A8_PROJECTIONS,
+    dtype: str = "bfloat16",
 ) -> dict:
     """Quantize the float (BF16) Qwen3 model in ``src_dir`` to a ModelSlim W8A8 directory.
 
     ``calibration``: prompt texts whose activations fix each static input scale and offset.
+    ``dtype``: the model dtype the checkpoint is for; only bfloat16. A float16 model (310P)
+    is refused, as is a source whose config or projections are float16: vllm-ascend's W8A8
+    method allocates ``deq_scale`` as float32 [out] for bfloat16 models but as int64 [out]
+    (a packed form) for float16 ones (``get_perchannel_param`` in
+    vllm_ascend/quantization/methods/w8a8_static.py), a layout this writer does not
+    produce (``W8A8_FLOAT16_REFUSAL``).
     Writes config.json (no quantization_config: ModelSlim leaves it as it is),
     ``quant_model_weight_w8a8.safetensors``, ``quant_model_description.json`` and copies the
     tokenizer and generation files. Deterministic: the same inputs give the same bytes.
@@ -458,6 +470,10 @@ def write_modelslim_w8a8(
     layout = read_weight_layout(src_dir)
     pattern = tuple(f".{p}.weight" for p in projections)
     quantized = [n for n in layout.weight_map if n.endswith(pattern)]
+    f16 = [n for n in quantized if layout.headers[layout.weight_map[n]].tensors[n].dtype == "F16"]
+    if dtype != "bfloat16" or "float16" in (config.get("torch_dtype"), config.get("dtype")) or f16:
+        what = f"dtype {dtype!r}" if dtype != "bfloat16" else f"{src_dir} (float16)"
+        raise ValueError(f"{what}: {W8A8_FLOAT16_REFUSAL}")
     ranges = _calibrate_inputs(src_dir, calibration, quantized)
 
     def read(name: str) -> tuple[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""``ascend-deploy convert SRC DST``: block-FP8 checkpoint -> BF16, once, offline."""
+"""``ascend-deploy convert SRC DST``: block-FP8 checkpoint -> BF16 (or FP16), once, offline."""
 
 from __future__ import annotations
 
@@ -10,7 +10,17 @@ from ..cli import emit
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", metavar="SRC", help="FP8 Hugging Face model directory (read only)")
-    parser.add_argument("dst", metavar="DST", help="output directory for the BF16 model")
+    parser.add_argument(
+        "dst", metavar="DST", help="output directory for the BF16 (or --dtype float16) model"
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("bfloat16", "float16"),
+        default="bfloat16",
+        help="output dtype (default: bfloat16); float16 for Atlas 300I Duo (310P), which has "
+        "no BF16: FP8 weights are rounded once to FP16 and BF16 tensors become FP16; a value "
+        "beyond FP16's range (65504) is refused",
+    )
     parser.add_argument(
         "--workers",
         type=int,
@@ -44,7 +54,8 @@ def _human(result: dict) -> str:
         lines = [
             f"converted {result['src']} -> {result['dst']}",
             f"  tensors: {result['tensors_in']} in, {result['tensors_out']} out "
-            f"({result['fp8_tensors']} FP8 weights dequantized to BF16, scales dropped)",
+            f"({result['fp8_tensors']} FP8 weights dequantized to "
+            f"{'FP16' if result.get('dtype') == 'float16' else 'BF16'}, scales dropped)",
             f"  total_size: {result['total_size']:,} bytes; written {result['bytes_written']:,} "
             f"bytes in {seconds:.1f}s ({rate:.0f} MB/s, workers: {result['workers']})",
         ]
@@ -79,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         force=args.force,
         progress=progress,
+        dtype=args.dtype,
     )
     emit(result, args.json, _human)
     return 0

@@ -1,4 +1,4 @@
-"""Convert a block-FP8 checkpoint to BF16: streaming, parallel, atomic and idempotent.
+"""Convert a block-FP8 checkpoint to BF16 (or FP16): streaming, parallel, atomic, idempotent.
 
 Pipeline: plan from the headers (``plan``), check DST and free space, write into a
 temporary sibling directory, dequantize FP8 weights tile row by tile row from a memory
@@ -7,6 +7,10 @@ offsets from a thread pool (the source sha256s for the manifest run in the same 
 between the tensors), start writeback of each finished range at once, fsync, optionally
 verify, then rename into place. Any error, Ctrl-C or SIGTERM removes the temporary
 directory; SRC is only ever opened read-only.
+
+``dtype="float16"`` (Atlas 300I Duo / 310P, which has no BF16) writes FP16 instead: FP8
+weights are rounded once from the exact product (``dequant``), BF16 tensors are rounded
+once to FP16, and a value that would overflow FP16 is refused naming the tensor.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ..model.checksums import sha256_file
 from ..model.files import INDEX_NAME, MODELSLIM_DESCRIPTION
 from .files import MANIFEST_NAME, copy_file
 from .manifest import build_manifest, dst_state, stat_entry
+from .numeric import DEFAULT_DTYPE, DTYPE_LABELS, F16_MAX, output_dtype
 from .plan import ConversionPlan, TensorJob, plan_conversion
 
 ProgressFn = Callable[[int, int], None]
@@ -50,8 +55,11 @@ class _Stopped(Exception):
     """Raised inside workers once another worker failed or the run was interrupted."""
 
 
-def conversion_status(src: str, dst: str) -> str:
+def conversion_status(src: str, dst: str, dtype: str = DEFAULT_DTYPE) -> str:
     """``needed``, ``up-to-date`` or ``not-needed``, from config, headers and manifest only.
+
+    ``dtype`` is the wanted output (bfloat16 or float16): an output in the other dtype is
+    ``needed`` (converted again).
 
     Standard library only (no numpy), for Ansible check mode. Raises InputError for
     input that ``convert_checkpoint`` would refuse. A ModelSlim checkpoint (W8A8/W4A8 with
@@ -61,10 +69,10 @@ def conversion_status(src: str, dst: str) -> str:
     if os.path.exists(os.path.join(src, MODELSLIM_DESCRIPTION)):
         return "not-needed"
     try:
-        plan = plan_conversion(src)
+        plan = plan_conversion(src, dtype)
         if not plan.needed:
             return "not-needed"
-        state = dst_state(src, dst, plan.source_files)
+        state = dst_state(src, dst, plan.source_files, dtype)
     except OSError as exc:
         raise _os_error(exc) from None
     return "up-to-date" if state == "up-to-date" else "needed"
@@ -77,16 +85,19 @@ def convert_checkpoint(
     verify: bool = False,
     force: bool = False,
     progress: ProgressFn | None = None,
+    dtype: str = DEFAULT_DTYPE,
 ) -> dict:
-    """Convert the FP8 model in ``src`` into a BF16 model in ``dst``.
+    """Convert the FP8 model in ``src`` into a BF16 (or, ``dtype="float16"``, FP16) model in
+    ``dst``.
 
-    Returns ``status`` (converted / up-to-date / not-needed), ``tensors_in``,
+    Returns ``status`` (converted / up-to-date / not-needed), ``dtype``, ``tensors_in``,
     ``tensors_out``, ``total_size``, ``seconds``, ``bytes_written`` and details.
-    Raises InputError (bad input, DST not ours without ``force``) or CheckFailed
-    (not enough disk space, verification failed, I/O error).
+    Raises InputError (bad input, a value that overflows FP16, DST not ours without
+    ``force``) or CheckFailed (not enough disk space, verification failed, I/O error).
     """
+    output_dtype(dtype)  # InputError for an unknown dtype, before anything else
     try:
-        return _convert(src, dst, workers, verify, force, progress)
+        return _convert(src, dst, workers, verify, force, progress, dtype)
     except OSError as exc:  # anything not already turned into an operator message
         raise _os_error(exc) from None
 
@@ -116,15 +127,18 @@ def _convert(
     verify: bool,
     force: bool,
     progress: ProgressFn | None,
+    dtype: str,
 ) -> dict:
     started = time.monotonic()
     src = os.path.abspath(src)
     dst = os.path.abspath(dst.rstrip("/") or dst)
     _check_paths(src, dst)
-    plan = plan_conversion(src)
+    plan = plan_conversion(src, dtype)
+    label = DTYPE_LABELS[plan.out_dtype]
     workers = max(1, workers or os.cpu_count() or 1)
     result: dict[str, Any] = {
         "status": "",
+        "dtype": dtype,
         "src": src,
         "dst": dst,
         "tensors_in": plan.tensors_in if plan.needed else len(plan.layout.weight_map),
@@ -141,10 +155,10 @@ def _convert(
         result["status"] = "not-needed"
         result["message"] = f"{src} has no FP8 weights (already BF16/float); nothing to convert"
         return _finish(result, started)
-    state = dst_state(src, dst, plan.source_files)
+    state = dst_state(src, dst, plan.source_files, dtype)
     if state == "up-to-date":
         result["status"] = "up-to-date"
-        result["message"] = f"{dst} is already the BF16 conversion of {src}; nothing changed"
+        result["message"] = f"{dst} is already the {label} conversion of {src}; nothing changed"
         if verify:
             from .verify import verify_output
 
@@ -215,7 +229,8 @@ def _check_free_space(plan: ConversionPlan, parent: str) -> None:
     free = shutil.disk_usage(parent).free
     if free < need:
         raise CheckFailed(
-            f"{parent}: not enough free disk space for the BF16 output: need {need} bytes "
+            f"{parent}: not enough free disk space for the "
+            f"{DTYPE_LABELS[plan.out_dtype]} output: need {need} bytes "
             f"({need / 2**30:.2f} GiB), {free} bytes ({free / 2**30:.2f} GiB) free; free "
             "space or choose another DST"
         )
@@ -363,7 +378,8 @@ def _write_output(plan: ConversionPlan, tmp: str, workers: int, callback: Progre
     outputs = {s.name: s.out_size for s in plan.shards}
     if plan.layout.index is not None:
         outputs[INDEX_NAME] = _write_json(os.path.join(tmp, INDEX_NAME), _output_index(plan))
-    outputs["config.json"] = _write_json(os.path.join(tmp, "config.json"), bf16_config(plan.config))
+    config = output_config(plan.config, plan.dtype)
+    outputs["config.json"] = _write_json(os.path.join(tmp, "config.json"), config)
     for rel in plan.other_files:
         outputs[rel] = copy_file(os.path.join(src, rel), os.path.join(tmp, rel))
         shutil.copymode(os.path.join(src, rel), os.path.join(tmp, rel))
@@ -381,6 +397,7 @@ def _write_output(plan: ConversionPlan, tmp: str, workers: int, callback: Progre
         src,
         source,
         outputs,
+        plan.dtype,
         tensors_in=plan.tensors_in,
         tensors_out=plan.tensors_out,
         total_size=plan.total_size,
@@ -454,10 +471,12 @@ class _Context:
     def run(self, job: TensorJob) -> None:
         if self.stop.is_set():
             raise _Stopped
-        if job.scale is None:
-            self._copy(job)
-        else:
+        if job.scale is not None:
             self._dequantize(job)
+        elif job.cast:
+            self._cast(job)
+        else:
+            self._copy(job)
 
     def _src_offset(self, shard: str, begin: int) -> int:
         return self.plan.layout.headers[shard].data_offset + begin
@@ -475,6 +494,49 @@ class _Context:
             self.stop,
             self.progress.add,
         )
+
+    def _cast(self, job: TensorJob) -> None:
+        """A BF16 tensor to F16 (one rounding), chunk by chunk; refuses an overflow."""
+        from .dequant import CHUNK_ELEMENTS, bf16_to_f16_bits, f16_overflow, largest_finite_bf16
+        from .numeric import numpy_modules
+
+        np, _ = numpy_modules()
+        src_path = os.path.join(self.plan.src_dir, job.shard)
+        out_path = os.path.join(self.tmp, job.shard)
+        base = self._src_offset(job.shard, job.src.begin)
+        n = job.src.numel
+        step = CHUNK_ELEMENTS * 4
+        buf = np.empty(min(step, n), dtype=np.dtype("<u2"))
+        for e0 in range(0, n, step):
+            if self.stop.is_set():
+                raise _Stopped
+            chunk = buf[: min(step, n - e0)]
+            _pread_into(self.src_fds[job.shard], chunk, base + e0 * 2, src_path)
+            out = bf16_to_f16_bits(chunk)
+            if f16_overflow(chunk, out):
+                largest = 0.0
+                for f0 in range(0, n, step):
+                    part = buf[: min(step, n - f0)]
+                    _pread_into(self.src_fds[job.shard], part, base + f0 * 2, src_path)
+                    largest = max(largest, largest_finite_bf16(part))
+                raise _overflow_error(src_path, job.src.name, largest)
+            _pwrite_all(self.out_fds[job.shard], out, job.out_begin + e0 * 2, out_path)
+            self.progress.add(chunk.nbytes)
+        start_writeback(self.out_fds[job.shard], job.out_begin, job.out_nbytes)
+
+    def _largest(self, job: TensorJob, scales: Any, codes: Any, src_path: str) -> float:
+        """Largest ``|fp8 * scale|`` of the whole FP8 weight (for the overflow message)."""
+        from .dequant import largest_magnitude
+
+        rows, cols = job.src.shape
+        bm, bn = self.plan.block
+        base = self._src_offset(job.shard, job.src.begin)
+        largest = 0.0
+        for i, r0 in enumerate(range(0, rows, bm)):
+            tile = codes[: min(rows, r0 + bm) - r0]
+            _pread_into(self.src_fds[job.shard], tile, base + r0 * cols, src_path)
+            largest = max(largest, largest_magnitude(tile, scales[i], bn))
+        return largest
 
     def _dequantize(self, job: TensorJob) -> None:
         from .dequant import TileRowDequantizer, count_nan_codes, scales_to_f32
@@ -500,7 +562,7 @@ class _Context:
         rows, cols = job.src.shape
         bm = self.plan.block[0]
         base = self._src_offset(job.shard, job.src.begin)
-        deq = TileRowDequantizer(cols, self.plan.block, scales)
+        deq = TileRowDequantizer(cols, self.plan.block, scales, job.out_dtype)
         step = deq.chunk_rows
         buf = np.empty((step, cols), dtype=np.uint16)
         # One tile row of codes at a time, read with pread (not a memory map: a shard cut
@@ -520,6 +582,9 @@ class _Context:
                     f"{src_path}: tensor {shown(job.src.name)}: {nan} FP8 NaN codes (0x7F/0xFF) in "
                     f"rows {r0}-{r1 - 1}; the weights are corrupt - download the model again"
                 )
+            if deq.overflows(i, tile):
+                largest = self._largest(job, scales, codes, src_path)
+                raise _overflow_error(src_path, job.src.name, largest)
             # Row chunks small enough to stay in cache from the gather through the copy
             # into the page cache.
             for c0 in range(r0, r1, step):
@@ -664,6 +729,15 @@ def _reserve(fd: int, size: int, path: str) -> None:
         raise _io_error(exc, path) from None
 
 
+def _overflow_error(path: str, name: str, largest: float) -> InputError:
+    return InputError(
+        f"{path}: tensor {shown(name)}: largest absolute value {largest:.9g} overflows float16 "
+        f"(largest finite value {F16_MAX:.0f}; it would become infinity); this checkpoint "
+        "cannot be converted to float16 - serve the bfloat16 conversion on hardware with "
+        "BF16 (Atlas A2/A3) instead"
+    )
+
+
 def _io_error(exc: OSError, path: str) -> CheckFailed:
     if exc.errno == errno.ENOSPC:
         return CheckFailed(f"{path}: disk full while writing the BF16 output; free space and retry")
@@ -682,7 +756,12 @@ def _output_index(plan: ConversionPlan) -> dict:
 
 
 def bf16_config(config: dict) -> dict:
-    """``config.json`` for the BF16 output: no quantization_config, dtype bfloat16.
+    """``config.json`` for the BF16 output: no quantization_config, dtype bfloat16."""
+    return output_config(config, "bfloat16")
+
+
+def output_config(config: dict, dtype: str) -> dict:
+    """``config.json`` for the output: no quantization_config, ``dtype`` (a torch name).
 
     Sets ``torch_dtype`` and ``dtype`` where present (adds ``torch_dtype`` if neither is),
     also inside nested sub-configs such as ``text_config``.
@@ -691,14 +770,14 @@ def bf16_config(config: dict) -> dict:
     out.pop("quantization_config", None)
     present = [k for k in ("torch_dtype", "dtype") if k in out]
     for key in present or ["torch_dtype"]:
-        out[key] = "bfloat16"
+        out[key] = dtype
     for key, value in list(out.items()):
         if isinstance(value, dict) and key.endswith("_config"):
             nested = dict(value)
             nested.pop("quantization_config", None)
             for dkey in ("torch_dtype", "dtype"):
                 if dkey in nested:
-                    nested[dkey] = "bfloat16"
+                    nested[dkey] = dtype
             out[key] = nested
     return out
 

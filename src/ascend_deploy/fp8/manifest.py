@@ -17,6 +17,23 @@ from . import CONVERTER_VERSION
 from .files import MANIFEST_NAME
 
 KIND = "ascend-deploy fp8-to-bf16"
+# The kind of each output dtype. A BF16 manifest is exactly what it was before FP16 output
+# existed (no dtype key), so earlier BF16 outputs stay up to date; an FP16 manifest has its
+# own kind (an older converter sees a foreign directory, never a BF16 output) and records
+# ``output_dtype: float16``.
+KINDS = {"bfloat16": KIND, "float16": "ascend-deploy fp8-to-fp16"}
+
+
+def dtype_fields(dtype: str) -> dict:
+    """The manifest fields that depend on the output dtype (``kind``, ``output_dtype``)."""
+    if dtype == "bfloat16":
+        return {"kind": KIND}
+    return {"kind": KINDS[dtype], "output_dtype": dtype}
+
+
+def manifest_dtype(doc: dict) -> str:
+    """The output dtype a manifest read by ``read_manifest`` records."""
+    return "bfloat16" if doc.get("kind") == KIND else str(doc.get("output_dtype"))
 
 
 def stat_entry(path: str) -> dict:
@@ -24,10 +41,16 @@ def stat_entry(path: str) -> dict:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def build_manifest(src_dir: str, source: dict[str, dict], outputs: dict[str, int], **extra) -> dict:
+def build_manifest(
+    src_dir: str,
+    source: dict[str, dict],
+    outputs: dict[str, int],
+    dtype: str = "bfloat16",
+    **extra,
+) -> dict:
     """Manifest document; ``source`` maps relative names to size/mtime_ns/sha256."""
     return {
-        "kind": KIND,
+        **dtype_fields(dtype),
         "converter_version": CONVERTER_VERSION,
         "ascend_deploy_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -45,19 +68,22 @@ def read_manifest(dst_dir: str) -> dict | None:
             doc = json.load(fh)
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+    if not isinstance(doc, dict) or doc.get("kind") not in KINDS.values():
+        return None
+    if doc["kind"] != KIND and doc.get("output_dtype") not in KINDS:
         return None
     if not isinstance(doc.get("source_files"), dict):
         return None
     return doc
 
 
-def dst_state(src_dir: str, dst_dir: str, source_names: list[str]) -> str:
-    """Relation of ``dst_dir`` to a conversion of ``src_dir``.
+def dst_state(src_dir: str, dst_dir: str, source_names: list[str], dtype: str = "bfloat16") -> str:
+    """Relation of ``dst_dir`` to a conversion of ``src_dir`` to ``dtype``.
 
     ``absent`` (missing or empty directory), ``up-to-date`` (our output of these exact
-    source files, complete), ``stale`` (our output of this source, but the source, the
-    converter or the output changed), ``foreign`` (anything else: refuse without --force).
+    source files in this dtype, complete), ``stale`` (our output of this source, but the
+    source, the converter, the dtype or the output changed), ``foreign`` (anything else:
+    refuse without --force).
     Sizes and mtimes are compared first; a file whose mtime changed is re-hashed.
     """
     if not os.path.exists(dst_dir):
@@ -86,7 +112,7 @@ def dst_state(src_dir: str, dst_dir: str, source_names: list[str]) -> str:
             return "stale" if same_dir else "foreign"
         if now["mtime_ns"] != entry.get("mtime_ns") and sha256_file(path) != entry.get("sha256"):
             return "stale" if same_dir else "foreign"
-    if doc.get("converter_version") != CONVERTER_VERSION:
+    if doc.get("converter_version") != CONVERTER_VERSION or manifest_dtype(doc) != dtype:
         return "stale"
     outputs = doc.get("output_files")
     if not isinstance(outputs, dict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import AscendDeployError
+from ..errors import AscendDeployError, InputError, shown
 
 
 def numpy_modules() -> tuple[Any, Any]:
@@ -23,6 +23,40 @@ def numpy_modules() -> tuple[Any, Any]:
 # Scale dtypes found in published block-FP8 checkpoints (sources in docs/sources.md):
 # F32 (DeepSeek-V3), BF16 (Qwen3 dense FP8), F16 (some Qwen3-2507 FP8 tensors).
 SCALE_DTYPES = ("F32", "BF16", "F16")
+
+# Output dtypes of the conversion (torch name, as in config.json and ``vllm --dtype``) and
+# their safetensors names. bfloat16 is the default; float16 is for Atlas 300I Duo (310P),
+# which has no BF16 (vllm-ascend's 310P guide serves with --dtype float16).
+OUTPUT_DTYPES = {"bfloat16": "BF16", "float16": "F16"}
+DEFAULT_DTYPE = "bfloat16"
+# Label of each output dtype in operator messages.
+DTYPE_LABELS = {"BF16": "BF16", "F16": "FP16"}
+F16_MAX = 65504.0  # largest finite IEEE binary16 value; |x| >= 65520 rounds to infinity
+
+
+def conversion_dtype(requested: str, hardware: dict | None) -> str:
+    """The output dtype (torch name) for ``requested`` (auto, bfloat16 or float16).
+
+    ``auto`` takes the dtype the serving rules give the hardware entry ``hardware``
+    (serve_rules.json: float16 for 310P, whose vLLM runs with ``--dtype float16``), and
+    bfloat16 where they give none or no hardware is known.
+    """
+    if requested == "auto":
+        wanted = (hardware or {}).get("dtype")
+        return wanted if wanted in OUTPUT_DTYPES else DEFAULT_DTYPE
+    output_dtype(requested)
+    return requested
+
+
+def output_dtype(dtype: str | None) -> str:
+    """The safetensors name (BF16 or F16) for an output dtype given by its torch name."""
+    name = DEFAULT_DTYPE if dtype is None else dtype
+    if name not in OUTPUT_DTYPES:
+        raise InputError(
+            f"output dtype {shown(dtype)} is not supported; choose one of "
+            f"{', '.join(OUTPUT_DTYPES)} (float16 for 310P, which has no BF16)"
+        )
+    return OUTPUT_DTYPES[name]
 
 
 def np_dtype(name: str) -> Any:

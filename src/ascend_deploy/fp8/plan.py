@@ -1,4 +1,4 @@
-"""Inspect a model directory and plan its FP8 -> BF16 conversion (standard library only).
+"""Inspect a model directory and plan its FP8 -> BF16/FP16 conversion (standard library only).
 
 Validates ``quantization_config`` and every FP8 weight / scale pair, and computes the
 output headers, index and sizes without touching tensor data, so the Ansible check mode
@@ -21,7 +21,7 @@ from ..model.files import (
 )
 from ..model.safetensors_header import TensorInfo
 from .files import other_files
-from .numeric import SCALE_DTYPES
+from .numeric import DEFAULT_DTYPE, SCALE_DTYPES, output_dtype
 from .safetensors_write import encode_header
 
 SCALE_SUFFIX = "_scale_inv"
@@ -29,7 +29,8 @@ SCALE_SUFFIX = "_scale_inv"
 
 @dataclass
 class TensorJob:
-    """One output tensor: an FP8 weight to dequantize (``scale`` set) or a copy."""
+    """One output tensor: an FP8 weight to dequantize (``scale`` set), a BF16 tensor to
+    round to F16 (``cast``, FP16 output only) or a copy."""
 
     shard: str
     src: TensorInfo
@@ -38,6 +39,11 @@ class TensorJob:
     out_nbytes: int
     scale: TensorInfo | None = None
     scale_shard: str | None = None
+
+    @property
+    def cast(self) -> bool:
+        """A BF16 tensor that becomes F16 (FP16 output)."""
+        return self.scale is None and self.src.dtype != self.out_dtype
 
 
 @dataclass
@@ -50,11 +56,16 @@ class ShardPlan:
 
 @dataclass
 class ConversionPlan:
-    """Everything needed to write the BF16 checkpoint; ``needed`` is False for BF16 input."""
+    """Everything needed to write the output; ``needed`` is False for BF16 input.
+
+    ``dtype`` is the output's torch dtype name (bfloat16 or float16), ``out_dtype`` its
+    safetensors name (BF16 or F16).
+    """
 
     src_dir: str
     config: dict
     needed: bool
+    dtype: str = DEFAULT_DTYPE
     layout: WeightLayout | None = None
     block: tuple[int, int] = (128, 128)
     shards: list[ShardPlan] = field(default_factory=list)
@@ -78,6 +89,10 @@ class ConversionPlan:
             if self.layout.index is not None:
                 names.append(INDEX_NAME)
         return sorted(set(names))
+
+    @property
+    def out_dtype(self) -> str:
+        return output_dtype(self.dtype)
 
     @property
     def output_bytes(self) -> int:
@@ -120,11 +135,14 @@ def read_block_size(config_path: str, qc: dict) -> tuple[int, int]:
     return int(block[0]), int(block[1])
 
 
-def plan_conversion(src_dir: str) -> ConversionPlan:
+def plan_conversion(src_dir: str, dtype: str = DEFAULT_DTYPE) -> ConversionPlan:
     """Read config, index and shard headers of ``src_dir`` and plan the output.
 
-    Raises InputError naming the file (and tensor) for every unsupported or broken input.
+    ``dtype``: bfloat16 (FP8 weights become BF16, everything else is copied) or float16
+    (FP8 weights and BF16 tensors become F16; F16 and F32 tensors are copied). Raises
+    InputError naming the file (and tensor) for every unsupported or broken input.
     """
+    out = output_dtype(dtype)
     config = load_config(src_dir)
     config_path = os.path.join(src_dir, "config.json")
     if os.path.exists(os.path.join(src_dir, MODELSLIM_DESCRIPTION)):
@@ -145,14 +163,14 @@ def plan_conversion(src_dir: str) -> ConversionPlan:
                 f"{shown(fp8_names[0])} is FP8 but {config_path} has no quantization_config; "
                 "the checkpoint is incomplete - download config.json again"
             )
-        return ConversionPlan(src_dir, config, needed=False, layout=layout)
+        return ConversionPlan(src_dir, config, needed=False, layout=layout, dtype=dtype)
     block = read_block_size(config_path, qc)
     if not fp8_names:
         raise InputError(
             f"{config_path}: quantization_config says fp8 but no tensor is F8_E4M3; "
             "the weights do not match the config"
         )
-    plan = ConversionPlan(src_dir, config, needed=True, layout=layout, block=block)
+    plan = ConversionPlan(src_dir, config, needed=True, layout=layout, block=block, dtype=dtype)
     plan.tensors_in = len(layout.weight_map)
     scales = _pair_scales(layout, block)
     plan.fp8_tensors = len(scales)
@@ -168,7 +186,9 @@ def plan_conversion(src_dir: str) -> ConversionPlan:
             if info.name in scale_names:
                 continue
             pair = scales.get(info.name)
-            out_dtype = "BF16" if pair else info.dtype
+            # FP8 weights become the output dtype; so do BF16 tensors of an FP16 output.
+            rounded = pair or (out == "F16" and info.dtype == "BF16")
+            out_dtype = out if rounded else info.dtype
             entries.append((info.name, out_dtype, info.shape))
             pending.append((info, out_dtype, pair))
         head, offsets = encode_header(entries, header.metadata or {"format": "pt"})

@@ -1,12 +1,15 @@
 """Re-read a converted checkpoint and check it against its FP8 source.
 
 Structure: every expected tensor is present with the source shape and the expected dtype
-(BF16 for dequantized weights, unchanged otherwise), no FP8 or scale tensor remains, the
-index matches the shard headers and ``total_size``, and ``config.json`` has no
-``quantization_config``. Data: a sample of tiles of every FP8 weight (first, last edge
-tile and a few random ones) is dequantized again with the straightforward float32 path
-(``reference_dequantize``, independent of the converter's table path) and compared bit
-for bit; sampled byte ranges of every copied tensor are compared with the source.
+(BF16 - or F16 for an FP16 output - for dequantized weights; F16 for BF16 tensors of an
+FP16 output; unchanged otherwise), no FP8 or scale tensor remains, the index matches the
+shard headers and ``total_size``, and ``config.json`` has no ``quantization_config`` and
+names the output dtype. Data: a sample of tiles of every FP8 weight (first, last edge
+tile and a few random ones) is dequantized again with the straightforward path
+(``reference_dequantize``: float32 product rounded to BF16, or the exact float64 product
+rounded once to F16; independent of the converter's table path) and compared bit for
+bit; sampled byte ranges of every copied tensor are compared with the source, and of
+every BF16 tensor rounded to F16 with the source rounded again.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from ..errors import CheckFailed, InputError, shown
 from ..model.files import INDEX_NAME, load_config, read_weight_layout
-from .dequant import reference_dequantize, scales_to_f32
+from .dequant import bf16_to_f16_bits, reference_dequantize, scales_to_f32
 from .numeric import numpy_modules
 from .plan import SCALE_SUFFIX, ConversionPlan, TensorJob
 
@@ -40,6 +43,11 @@ def verify_output(plan: ConversionPlan, out_dir: str, tiles: int = 3, seed: int 
     config_path = os.path.join(out_dir, "config.json")
     if "quantization_config" in config:
         raise CheckFailed(f"{config_path}: still has quantization_config")
+    for key in ("torch_dtype", "dtype"):
+        if key in config and config[key] != plan.dtype:
+            raise CheckFailed(
+                f"{config_path}: {key} is {shown(config[key])}, expected {shown(plan.dtype)}"
+            )
     expected = {j.src.name: j for s in plan.shards for j in s.jobs}
     found = dict(out.weight_map)
     for shard, header in out.headers.items():
@@ -77,7 +85,9 @@ def verify_output(plan: ConversionPlan, out_dir: str, tiles: int = 3, seed: int 
             raise CheckFailed(f"{where}: FP8 or scale tensor left in the output")
         out_path = os.path.join(out_dir, out.weight_map[name])
         out_off = out.headers[out.weight_map[name]].data_offset + info.begin
-        if job.scale is None:
+        if job.cast:
+            counts["copied_ranges"] += _check_cast(plan, job, out_path, out_off, rng, where, np)
+        elif job.scale is None:
             counts["copied_ranges"] += _check_copy(plan, job, out_path, out_off, rng, where)
         else:
             counts["tiles"] += _check_tiles(plan, job, out_path, out_off, tiles, rng, where, np)
@@ -124,6 +134,33 @@ def _check_copy(
     return len(starts)
 
 
+def _check_cast(
+    plan: ConversionPlan,
+    job: TensorJob,
+    out_path: str,
+    out_off: int,
+    rng: random.Random,
+    where: str,
+    np: Any,
+) -> int:
+    """Sampled ranges of a BF16 tensor rounded to F16: equal to the source rounded again."""
+    n = job.src.numel
+    width = COPY_WINDOW // 2  # elements
+    src_path = os.path.join(plan.src_dir, job.shard)
+    src_off = _src_offset(plan, job.shard, job.src.begin)
+    starts = [0] if n <= 3 * width else [0, n - width, rng.randrange(0, n - width)]
+    width = min(width, n)
+    for start in starts:
+        src = np.frombuffer(_read(src_path, src_off + start * 2, width * 2), np.dtype("<u2"))
+        got = np.frombuffer(_read(out_path, out_off + start * 2, width * 2), np.dtype("<u2"))
+        if not np.array_equal(bf16_to_f16_bits(src), got):
+            raise CheckFailed(
+                f"{where}: elements {start}-{start + width} differ from the source rounded to "
+                "float16; the output is corrupt - convert again"
+            )
+    return len(starts)
+
+
 def _check_tiles(
     plan: ConversionPlan,
     job: TensorJob,
@@ -162,13 +199,16 @@ def _check_tiles(
                     raise CheckFailed(f"{where}: data ends early (row {r}); the file is truncated")
                 codes[r - r0] = np.frombuffer(raw, np.uint8)
                 got[r - r0] = np.frombuffer(out, np.dtype("<u2"))
-            want = reference_dequantize(codes, scales[i : i + 1, j : j + 1], (bm, bn))
+            want = reference_dequantize(
+                codes, scales[i : i + 1, j : j + 1], (bm, bn), plan.out_dtype
+            )
             if not np.array_equal(want, got):
                 bad = int(np.count_nonzero(want != got))
                 raise CheckFailed(
                     f"{where}: tile ({i}, {j}) has {bad} values that differ from the source "
                     "dequantized independently; the output is corrupt - convert again"
                 )
-            if np.any((got & 0x7F80) == 0x7F80):
+            exponent = 0x7C00 if plan.out_dtype == "F16" else 0x7F80
+            if np.any((got & exponent) == exponent):
                 raise CheckFailed(f"{where}: tile ({i}, {j}) contains NaN or infinity")
     return len(chosen)

@@ -121,8 +121,8 @@ def test_shard_cut_short_while_converting_is_named_not_sigbus(tmp_path):
         from ascend_deploy.cli import main
         plan_conversion = c.plan_conversion
 
-        def cut_after_planning(src):
-            plan = plan_conversion(src)
+        def cut_after_planning(src, *args):
+            plan = plan_conversion(src, *args)
             os.truncate(os.path.join(src, {SHARD1!r}), {cut})
             return plan
 

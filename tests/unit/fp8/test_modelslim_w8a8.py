@@ -270,3 +270,22 @@ def test_a_tensor_in_two_weight_files_is_refused_naming_both(tmp_path):
     shutil.copyfile(model / WEIGHTS, model / "quant_model_weight_w8a8-copy.safetensors")
     with pytest.raises(InputError, match=r"is also in .*remove the duplicate weight file"):
         read_weight_layout(str(model))
+
+
+@pytest.mark.parametrize("how", ["dtype", "config"])
+def test_w8a8_for_a_float16_model_is_refused_by_name(tmp_path, how):
+    """vllm-ascend takes deq_scale as int64 for float16 models (310P), float32 for bfloat16
+    ones; the writer makes only the latter, so it refuses float16 before calibrating."""
+    from ascend_sim.checkpoints import write_modelslim_w8a8
+
+    src = tmp_path / "bf16"
+    shutil.copytree(DATA / "tiny-qwen3-fp8", src)
+    config = json.loads((src / "config.json").read_text())
+    config.pop("quantization_config")
+    if how == "config":
+        config["torch_dtype"] = "float16"
+    (src / "config.json").write_text(json.dumps(config))
+    kwargs = {"dtype": "float16"} if how == "dtype" else {}
+    with pytest.raises(ValueError, match=r"W8A8 for float16 models \(310P\) needs deq_scale"):
+        write_modelslim_w8a8(str(src), str(tmp_path / "w8a8"), ["hi"], **kwargs)
+    assert not (tmp_path / "w8a8").exists()
