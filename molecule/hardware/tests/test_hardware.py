@@ -78,3 +78,13 @@ def test_verification_passed_on_every_host():
         assert row["status"] == "deployed", row
         count, tp = row["replicas"].split(" x TP")
         assert int(count) * int(tp) == chips, row
+
+
+def test_the_300i_duo_serves_a_float16_copy_and_the_a3_bfloat16(host):
+    # 310P has no BF16: FP8 is converted straight to FP16 there (issue 21 §4)
+    want = {"hw-a3": ("-bf16", "bfloat16"), "hw-duo": ("-fp16", "float16")}[_name(host)]
+    served = {c["Config"]["Cmd"][2] for c in _replicas(host)}
+    assert len(served) == 1 and served.pop().endswith(want[0])
+    model = next(iter({c["Config"]["Cmd"][2] for c in _replicas(host)}))
+    config = json.loads(host.file(f"{model}/config.json").content_string)
+    assert config["torch_dtype"] == want[1]
