@@ -34,10 +34,10 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 DOCS += sorted((REPO / "roles").glob("*/README.md"))
 MENTION = re.compile(r"ascend-deploy ([^\n]*)")
 JINJA = re.compile(r"\{\{.*?\}\}|\{[^{}]*\}")
-# Words after "ascend-deploy " that name no command: an author, the converter's manifest kind,
+# Words after "ascend-deploy " that name no command: an author, the converter's manifest kinds,
 # the CLI's own error prefix (its subcommand is a placeholder), the usage line's COMMAND, prose
 # ("the ascend-deploy CLI", "the ascend-deploy wheel").
-NOT_COMMANDS = {"maintainers", "fp8-to-bf16", "X", "X:", "COMMAND", "CLI", "wheel"}
+NOT_COMMANDS = {"maintainers", "fp8-to-bf16", "fp8-to-fp16", "X", "X:", "COMMAND", "CLI", "wheel"}
 STOP = re.compile(r"[`'\"(),;|\]]|\s-\s|\s->\s")
 
 
