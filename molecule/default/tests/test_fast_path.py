@@ -48,6 +48,9 @@ START_TASK = "TASK [ascend_vllm.serving.vllm_service : Start the replicas"
 
 
 def deploy(name: str, *extra: str) -> dict:
+    # molecule keeps its ephemeral directory between runs of a checkout: an earlier run's reports
+    # there would count as this run's
+    shutil.rmtree(OUT / name, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
     cmd = [
         str(REPO / ".venv" / "bin" / "ansible-playbook"),
