@@ -38,6 +38,7 @@ def test_host_mode_resolves_the_matched_pins_from_pypi(tmp_path):
             "gather_facts": False,
             "vars": {
                 "ascend_runtime_mode": "host",
+                "ascend_runtime_hardware": "a2",  # no npu-smi on this machine
                 "ascend_runtime_vllm_ascend": "v0.13.0",
                 "ascend_runtime_venv": str(tmp_path / "venv"),
                 "ascend_runtime_python": sys.executable,

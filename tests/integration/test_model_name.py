@@ -25,6 +25,7 @@ def _role(tmp_path: Path, name: str) -> tuple[int, str]:
             "hosts": "localhost",
             "gather_facts": False,
             "vars": {
+                "model_weights_hardware": "a2",  # no npu-smi on this machine
                 "model_weights_name": name,
                 "model_weights_root": str(root),
                 "model_weights_source": "path",
