@@ -108,6 +108,14 @@ def _src_offset(plan: ConversionPlan, shard: str, begin: int) -> int:
     return plan.layout.headers[shard].data_offset + begin
 
 
+def _sample_starts(n: int, width: int, rng: random.Random) -> tuple[list[int], int]:
+    """Where to compare ``width`` units of an ``n``-unit range: all of it when short, else the
+    start, the end and one random place; returns the starts and the width actually read."""
+    if n <= 3 * width:
+        return [0], n
+    return [0, n - width, rng.randrange(0, n - width)], width
+
+
 def _check_copy(
     plan: ConversionPlan,
     job: TensorJob,
@@ -119,12 +127,7 @@ def _check_copy(
     n = job.src.nbytes
     src_path = os.path.join(plan.src_dir, job.shard)
     src_off = _src_offset(plan, job.shard, job.src.begin)
-    if n <= 3 * COPY_WINDOW:
-        starts = [0]
-        width = n
-    else:
-        starts = [0, n - COPY_WINDOW, rng.randrange(0, n - COPY_WINDOW)]
-        width = COPY_WINDOW
+    starts, width = _sample_starts(n, COPY_WINDOW, rng)
     for start in starts:
         if _read(src_path, src_off + start, width) != _read(out_path, out_off + start, width):
             raise CheckFailed(
@@ -145,11 +148,9 @@ def _check_cast(
 ) -> int:
     """Sampled ranges of a BF16 tensor rounded to F16: equal to the source rounded again."""
     n = job.src.numel
-    width = COPY_WINDOW // 2  # elements
     src_path = os.path.join(plan.src_dir, job.shard)
     src_off = _src_offset(plan, job.shard, job.src.begin)
-    starts = [0] if n <= 3 * width else [0, n - width, rng.randrange(0, n - width)]
-    width = min(width, n)
+    starts, width = _sample_starts(n, COPY_WINDOW // 2, rng)  # elements
     for start in starts:
         src = np.frombuffer(_read(src_path, src_off + start * 2, width * 2), np.dtype("<u2"))
         got = np.frombuffer(_read(out_path, out_off + start * 2, width * 2), np.dtype("<u2"))
