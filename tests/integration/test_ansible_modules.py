@@ -810,6 +810,7 @@ def test_deployed_record_then_check_names_each_drift(tmp_path):
     port = srv.server_address[1]
     labels = ["--label", f"ascend-deploy.service={service}", "--label", "ascend-deploy.spec=s0"]
     sleeper = ["--entrypoint", "sleep", EMULATOR_IMAGE, "600"]
+    _definition(state, {f"{service}-0": "s0"})
     subprocess.run(
         ["docker", "run", "-d", "--name", f"{service}-0", *labels, *sleeper],
         check=True,
@@ -876,9 +877,17 @@ def test_deployed_record_then_check_names_each_drift(tmp_path):
     assert drift[3] == [f"container {service}-0 is not running", f"files under {model} changed"]
 
 
+def _definition(state, specs: dict[str, str]) -> None:
+    """The service's containers.json as vllm_service writes it (replica name -> spec label)."""
+    state.mkdir(parents=True, exist_ok=True)
+    replicas = [{"name": n, "labels": {"ascend-deploy.spec": s}} for n, s in specs.items()]
+    (state / "containers.json").write_text(json.dumps({"replicas": replicas}))
+
+
 def test_deployed_health_is_asked_only_when_everything_else_matches(tmp_path):
     """A converged record whose replica does not answer /health is not converged."""
     state = tmp_path / "state"
+    _definition(state, {})
     port = free_port()
     res = run(
         tmp_path,
@@ -937,6 +946,7 @@ def test_deployed_check_reports_restarts_of_a_crashing_replica(tmp_path):
         capture_output=True,
     )
     common = {"state_dir": str(tmp_path / "state"), "service": service, "desired": "a" * 64}
+    _definition(tmp_path / "state", {name: "s0"})
 
     def restarts() -> int:
         out = subprocess.run(

@@ -26,7 +26,7 @@ def _definition(directory: Path, name: str) -> None:
     (directory / "service.env").write_text(f"DEFINITION={name}\n")
 
 
-def _snapshot(tmp_path: Path, state: Path) -> str:
+def _snapshot(tmp_path: Path, state: Path, tasks: str = "snapshot.yml") -> str:
     play = [
         {
             "hosts": "localhost",
@@ -34,10 +34,8 @@ def _snapshot(tmp_path: Path, state: Path) -> str:
             "vars": {"_vllm_service_state_dir": str(state), "vllm_service_api_key": ""},
             "tasks": [
                 {
-                    "name": "Run the role's snapshot tasks",
-                    "ansible.builtin.include_tasks": str(
-                        REPO / "roles/vllm_service/tasks/snapshot.yml"
-                    ),
+                    "name": "Run the role's tasks",
+                    "ansible.builtin.include_tasks": str(REPO / "roles/vllm_service/tasks" / tasks),
                 }
             ],
         }
@@ -72,3 +70,32 @@ def test_a_snapshot_without_a_service_is_forgotten(tmp_path):
     _definition(state / "verify-previous", "stale")
     _snapshot(tmp_path, state)
     assert not (state / "verify-previous").exists()
+
+
+def test_an_interrupted_transition_is_named_by_the_next_run(tmp_path):
+    state = tmp_path / "etc" / "qwen3"
+    _definition(state / "last-good", "verified")
+    (state / "transition.json").write_text(
+        '{"phase": "verifying", "run": "r1", "playbook": "deploy.yml", "controller": "ctl",'
+        ' "since": "2026-12-03T13:00:00Z"}'
+    )
+    out = " ".join(_snapshot(tmp_path, state).split())
+    assert (
+        "an earlier run (r1, deploy.yml from ctl) was interrupted while verifying "
+        "(since 2026-12-03T13:00:00Z)"
+    ) in out
+    assert "rolls back to last-good/, which holds only a definition that passed verification" in out
+
+
+def test_promotion_moves_the_verified_candidate_to_last_good_and_ends_the_transition(tmp_path):
+    state = tmp_path / "etc" / "qwen3"
+    _definition(state / "last-good", "verified")
+    _definition(state / "candidate", "new")
+    (state / "transition.json").write_text('{"phase": "verifying"}')
+    _snapshot(tmp_path, state, "promote.yml")
+    assert (state / "last-good" / "containers.json").read_text() == '[{"name": "new"}]\n'
+    assert (state / "last-good" / "service.env").read_text() == "DEFINITION=new\n"
+    assert not (state / "candidate").exists() and not (state / "transition.json").exists()
+    # Nothing to promote (a converged run, verify.yml): last-good/ stays as it is.
+    _snapshot(tmp_path, state, "promote.yml")
+    assert (state / "last-good" / "containers.json").read_text() == '[{"name": "new"}]\n'

@@ -34,6 +34,9 @@ from ..errors import CheckFailed, InputError
 from ..model.checksums import sha256_file
 
 RECORD = "deployed.json"
+# Written by vllm_service before it replaces replicas, removed when the transition ended in a
+# verified state (the new definition promoted, or the last good one restored and healthy).
+TRANSITION = "transition.json"
 FORMAT = 1  # bump when the record's layout changes: an old record then means "not converged"
 
 
@@ -220,6 +223,13 @@ def check(
         return {"converged": False, "reasons": [f"{path} has another format"], "facts": {}}
     recorded = record.get("observed") or {}
     reasons = []
+    pending = pending_transition(state_dir)
+    if pending is not None:
+        reasons.append(
+            f"an interrupted transition is pending ({pending.get('phase', '?')} since "
+            f"{pending.get('since', '?')}, run {pending.get('run', '?')}): "
+            "this run finishes or undoes it"
+        )
     if record.get("desired") != desired:
         reasons.append("the desired state differs (variables, bundle or model manifest changed)")
     now = observe(state_dir, service, recorded.get("files", {}), recorded.get("dirs", {}), docker)
@@ -241,12 +251,71 @@ def check(
     }
 
 
+def pending_transition(state_dir: str) -> dict | None:
+    """The intent record of a transition that did not end (its content, {} if unreadable)."""
+    try:
+        with open(os.path.join(state_dir, TRANSITION), encoding="utf-8") as fh:
+            body = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def definition_mismatches(state_dir: str, containers: Sequence[dict]) -> list[str]:
+    """How the running containers differ from the definition in ``containers.json``.
+
+    The record that enables the fast path may only describe containers that run the verified
+    definition: another run (or an operator) that replaced them in between makes it false.
+    """
+    path = os.path.join(state_dir, "containers.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            definition = json.load(fh)
+    except (OSError, ValueError) as exc:
+        return [f"{path} is unreadable ({exc})"]
+    replicas = definition.get("replicas", []) if isinstance(definition, dict) else []
+    wanted = {
+        str(r.get("name")): str((r.get("labels") or {}).get("ascend-deploy.spec", ""))
+        for r in replicas
+        if isinstance(r, dict)
+    }
+    running = {c["name"]: c for c in containers}
+    problems = []
+    for name, spec in sorted(wanted.items()):
+        have = running.get(name)
+        if have is None:
+            problems.append(f"replica {name} of the definition has no container")
+        elif not have.get("running"):
+            problems.append(f"container {name} is not running")
+        elif have.get("spec") != spec:
+            problems.append(f"container {name} runs another definition (spec {have.get('spec')!r})")
+    problems += [
+        f"container {name} is not in the definition"
+        for name in sorted(set(running) - set(wanted))
+        # a replica of an older definition; the load balancer has no spec
+        if running[name].get("running") and running[name].get("spec")
+    ]
+    return problems
+
+
 def write_record(
     state_dir: str, desired: str, observed: dict, facts: dict, ports: Sequence[int]
 ) -> str:
-    """Write the record atomically (0600) and return its path."""
+    """Write the record atomically (0600) and return its path.
+
+    Refused (CheckFailed) when the running containers are not the definition that verified.
+    """
     if not desired:
         raise InputError("the desired-state digest is empty; compute it before recording")
+    mismatches = definition_mismatches(state_dir, observed.get("containers", []))
+    if mismatches:
+        raise CheckFailed(
+            "not recording the deployment for the fast path: the running containers are not the "
+            f"definition this run verified ({'; '.join(mismatches)}); another run or an operator "
+            "changed them. Fix: run deploy.yml again (it takes every step)"
+        )
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     path = os.path.join(state_dir, RECORD)
     body = {
