@@ -7,7 +7,13 @@ import json
 
 from ..cli import emit
 from ..errors import InputError, describe_path
-from ..planning.multinode import BACKENDS, DEFAULT_RPC_PORT, describe_group, load_members, plan_group
+from ..planning.multinode import (
+    BACKENDS,
+    DEFAULT_RPC_PORT,
+    describe_group,
+    load_members,
+    plan_group,
+)
 from ..planning.rules import load_rules
 from .argtypes import positive_int
 from .plan import _fraction
@@ -20,11 +26,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--members",
         required=True,
         metavar="FILE",
-        help="JSON (or YAML, with PyYAML installed) file: {\"leader\": name, \"members\": [{\"name\", "
-        "\"address\", \"nic\", \"npus\", \"hbm_total_mb\", \"hbm_used_mb\"}]} (docs/multinode.md)",
+        help='JSON (or YAML, with PyYAML installed) file: {"leader": name, "members": [{"name", '
+        '"address", "nic", "npus", "hbm_total_mb", "hbm_used_mb"}]} (docs/multinode.md)',
     )
-    a("--leader", help="member that serves the API and the DP RPC (default: the file's, or the first)")
-    a("--backend", choices=BACKENDS, default="mp", help="mp: native DP with --headless; ray: TP x PP")
+    a(
+        "--leader",
+        help="member that serves the API and the DP RPC (default: the file's, or the first)",
+    )
+    a(
+        "--backend",
+        choices=BACKENDS,
+        default="mp",
+        help="mp: native DP with --headless; ray: TP x PP",
+    )
     a("--tp", type=positive_int, help="pin the tensor parallel size")
     a("--dp", type=positive_int, help="pin the data parallel size")
     a("--pp", type=positive_int, help="pin the pipeline parallel size (ray only)")

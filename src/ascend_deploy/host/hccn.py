@@ -129,8 +129,15 @@ def check_member(
         if "link" in out:
             state = parse_link(out["link"])
             if state != "UP":
-                found.append(_finding(name, npu, "link", command(npu, "link"),
-                                      f"{where}: link status {state} (must be UP)"))  # fmt: skip
+                found.append(
+                    _finding(
+                        name,
+                        npu,
+                        "link",
+                        command(npu, "link"),
+                        f"{where}: link status {state} (must be UP)",
+                    )
+                )
         if "net_health" in out:
             health = parse_net_health(out["net_health"])
             if health.lower() != "success":
@@ -139,29 +146,56 @@ def check_member(
                     if health.lower() == "init"
                     else ""
                 )
-                found.append(_finding(name, npu, "net_health", command(npu, "net_health"),
-                                      f"{where}: net health status {health} (must be Success)"
-                                      + hint))  # fmt: skip
+                found.append(
+                    _finding(
+                        name,
+                        npu,
+                        "net_health",
+                        command(npu, "net_health"),
+                        f"{where}: net health status {health} (must be Success)" + hint,
+                    )
+                )
         if "ip" in out:
             ip = parse_ip(out["ip"])
             if not ip["ipaddr"] or not ip["netmask"]:
-                found.append(_finding(name, npu, "ip", command(npu, "ip"),
-                                      f"{where}: no NPU IP address configured (address_{npu} / "
-                                      f"netmask_{npu} in /etc/hccn.conf)"))  # fmt: skip
+                found.append(
+                    _finding(
+                        name,
+                        npu,
+                        "ip",
+                        command(npu, "ip"),
+                        f"{where}: no NPU IP address configured (address_{npu} / "
+                        f"netmask_{npu} in /etc/hccn.conf)",
+                    )
+                )
             elif leader_networks and npu in leader_networks:
                 net = network_of(ip["ipaddr"], ip["netmask"])
                 lead = leader_networks[npu]
                 if ipaddress.IPv4Address(ip["ipaddr"]) not in lead or net != lead:
-                    found.append(_finding(name, npu, "subnet", command(npu, "ip"),
-                                          f"{where}: NPU IP {ip['ipaddr']}/{ip['netmask']} is "
-                                          f"not on the leader's NPU {npu} network {lead}"))  # fmt: skip
+                    found.append(
+                        _finding(
+                            name,
+                            npu,
+                            "subnet",
+                            command(npu, "ip"),
+                            f"{where}: NPU IP {ip['ipaddr']}/{ip['netmask']} is "
+                            f"not on the leader's NPU {npu} network {lead}",
+                        )
+                    )
         for address, text in (out.get("ping") or {}).items():
             result = parse_ping(text)
             if not result["ok"]:
-                found.append(_finding(name, npu, "ping", command(npu, "ping", address),
-                                      f"{where}: ping to {address} failed ({result['received']}/"
-                                      f"{result['transmitted']} received, {result['loss_pct']:.2f}% "
-                                      "packet loss)"))  # fmt: skip
+                found.append(
+                    _finding(
+                        name,
+                        npu,
+                        "ping",
+                        command(npu, "ping", address),
+                        f"{where}: ping to {address} failed ({result['received']}/"
+                        f"{result['transmitted']} received, {result['loss_pct']:.2f}% "
+                        "packet loss)",
+                    )
+                )
     return found
 
 
@@ -184,10 +218,13 @@ def check_hccl_if_ip(
     if ipaddress.IPv4Address(leader_address) in net:
         return None
     return _finding(
-        name, None, "hccl_if_ip", f"ip -4 addr show  # on {name}",
+        name,
+        None,
+        "hccl_if_ip",
+        f"ip -4 addr show  # on {name}",
         f"{name}: HCCL_IF_IP {address}/{netmask} ({net}) is not on the network of the leader "
         f"{leader} ({leader_address}); HCCL and Gloo bootstrap to the leader over this NIC",
-    )  # fmt: skip
+    )
 
 
 def check_group(members: list[dict], leader: str | None = None) -> list[dict]:
@@ -201,7 +238,9 @@ def check_group(members: list[dict], leader: str | None = None) -> list[dict]:
     for m in members:
         found += check_member(m["name"], m.get("outputs") or {}, None if m is lead else nets)
         if m is not lead and m.get("address") and m.get("netmask"):
-            f = check_hccl_if_ip(m["name"], m["address"], m["netmask"], lead["name"], lead["address"])
+            f = check_hccl_if_ip(
+                m["name"], m["address"], m["netmask"], lead["name"], lead["address"]
+            )
             if f:
                 found.append(f)
     return found

@@ -81,8 +81,13 @@ _NIC = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux IFNAMSIZ - 1
 RECIPES: tuple[dict, ...] = (
     {
         "name": "DeepSeek-R1-W8A8 on 2 x Atlas 800 A2 (64G x 8), multi-node DP",
-        "match": {"model_type": "deepseek_v3", "hardware": "a2", "members": 2, "chips": 8,
-                  "backend": "mp"},  # fmt: skip
+        "match": {
+            "model_type": "deepseek_v3",
+            "hardware": "a2",
+            "members": 2,
+            "chips": 8,
+            "backend": "mp",
+        },
         "dp": 4,
         "tp": 4,
         "pp": 1,
@@ -95,13 +100,20 @@ RECIPES: tuple[dict, ...] = (
             "HCCL_INTRA_PCIE_ENABLE": "1",
             "HCCL_INTRA_ROCE_ENABLE": "0",
         },
-        "source": "https://docs.vllm.ai/projects/ascend/en/latest/tutorials/models/DeepSeek-R1.html "
-        "(github.com/vllm-project/vllm-ascend docs/source/tutorials/models/DeepSeek-R1.md)",
+        "source": (
+            "https://docs.vllm.ai/projects/ascend/en/latest/tutorials/models/DeepSeek-R1.html "
+            "(github.com/vllm-project/vllm-ascend docs/source/tutorials/models/DeepSeek-R1.md)"
+        ),
     },
     {
         "name": "Qwen3-235B-A22B on 2 nodes with Ray (TP8 x PP2)",
-        "match": {"model_type": "qwen3_moe", "hardware": "a2", "members": 2, "chips": 8,
-                  "backend": "ray"},  # fmt: skip
+        "match": {
+            "model_type": "qwen3_moe",
+            "hardware": "a2",
+            "members": 2,
+            "chips": 8,
+            "backend": "ray",
+        },
         "dp": 1,
         "tp": 8,
         "pp": 2,
@@ -202,8 +214,12 @@ def _chips(raw: dict, at: str) -> list[dict]:
         out.append(
             {
                 "npu": _whole(chip.get("npu", j), f"{at}.chips[{j}].npu", 0),
-                "hbm_total_mb": _whole(chip.get("hbm_total_mb"), f"{at}.chips[{j}].hbm_total_mb", 1),
-                "hbm_used_mb": _whole(chip.get("hbm_used_mb", 0), f"{at}.chips[{j}].hbm_used_mb", 0),
+                "hbm_total_mb": _whole(
+                    chip.get("hbm_total_mb"), f"{at}.chips[{j}].hbm_total_mb", 1
+                ),
+                "hbm_used_mb": _whole(
+                    chip.get("hbm_used_mb", 0), f"{at}.chips[{j}].hbm_used_mb", 0
+                ),
             }
         )
     ids = [c["npu"] for c in out]
@@ -302,9 +318,9 @@ def plan_group(
     rules: dict | None = None,
 ) -> dict:
     """The group plan (see the module docstring). ``members`` as ``load_members`` returns
-    them. InputError for bad values (a pinned shape that is not valid, unequal chip counts:
-the message lists the valid shapes), CheckFailed for groups that can never work; a layout
-    that does not fit in HBM is ``feasible: False`` with ``reasons``."""
+        them. InputError for bad values (a pinned shape that is not valid, unequal chip counts:
+    the message lists the valid shapes), CheckFailed for groups that can never work; a layout
+        that does not fit in HBM is ``feasible: False`` with ``reasons``."""
     if backend not in BACKENDS:
         raise InputError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if not members:
@@ -351,7 +367,8 @@ the message lists the valid shapes), CheckFailed for groups that can never work;
     if not shapes:
         raise CheckFailed(
             f"no TP size the model allows ({', '.join(map(str, valid))}) fits a host of "
-            f"{chips} NPUs" + (" and fills it (Ray: TP = NPUs per host)" if backend == "ray" else "")
+            f"{chips} NPUs"
+            + (" and fills it (Ray: TP = NPUs per host)" if backend == "ray" else "")
         )
     hbm_total = min(c["hbm_total_mb"] for m in members for c in m["chips"])
     hbm_used = max(c["hbm_used_mb"] for m in members for c in m["chips"])
@@ -380,7 +397,9 @@ the message lists the valid shapes), CheckFailed for groups that can never work;
         pinned = [
             s
             for s in shapes
-            if (tp is None or s[1] == tp) and (dp is None or s[0] == dp) and (pp is None or s[2] == pp)
+            if (tp is None or s[1] == tp)
+            and (dp is None or s[0] == dp)
+            and (pp is None or s[2] == pp)
         ]
         if not pinned:
             want = " x ".join(
@@ -389,7 +408,8 @@ the message lists the valid shapes), CheckFailed for groups that can never work;
             raise InputError(
                 f"{want} is not a valid layout for {facts['model_type']} "
                 f"({facts['num_attention_heads']} heads, {facts['num_key_value_heads']} KV heads) "
-                f"on {len(members)} members x {chips} NPUs ({backend}); valid: {_shape_text(shapes)}"
+                f"on {len(members)} members x {chips} NPUs ({backend}); "
+                f"valid: {_shape_text(shapes)}"
             )
         chosen = sized(pinned[0])
     else:
@@ -460,11 +480,15 @@ the message lists the valid shapes), CheckFailed for groups that can never work;
         if backend == "mp":
             start = index * local
             dp_flags = [
-                "--data-parallel-size", str(d),
-                "--data-parallel-size-local", str(local),
-                "--data-parallel-address", leader_ip,
-                "--data-parallel-rpc-port", str(rpc_port),
-            ]  # fmt: skip
+                "--data-parallel-size",
+                str(d),
+                "--data-parallel-size-local",
+                str(local),
+                "--data-parallel-address",
+                leader_ip,
+                "--data-parallel-rpc-port",
+                str(rpc_port),
+            ]
             if index:
                 dp_flags = ["--headless", "--data-parallel-start-rank", str(start), *dp_flags]
             entry.update(
@@ -478,10 +502,21 @@ the message lists the valid shapes), CheckFailed for groups that can never work;
         else:
             env["RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"] = "1"
             ray = (
-                ["ray", "start", "--head", f"--port={RAY_HEAD_PORT}", f"--node-ip-address={m['address']}"]
+                [
+                    "ray",
+                    "start",
+                    "--head",
+                    f"--port={RAY_HEAD_PORT}",
+                    f"--node-ip-address={m['address']}",
+                ]
                 if index == 0
-                else ["ray", "start", f"--address={leader_ip}:{RAY_HEAD_PORT}", f"--node-ip-address={m['address']}"]
-            )  # fmt: skip
+                else [
+                    "ray",
+                    "start",
+                    f"--address={leader_ip}:{RAY_HEAD_PORT}",
+                    f"--node-ip-address={m['address']}",
+                ]
+            )
             entry.update(
                 {
                     "pp_stage": index,
@@ -498,10 +533,20 @@ the message lists the valid shapes), CheckFailed for groups that can never work;
         ports["ray_head"] = RAY_HEAD_PORT
     return {
         "model_dir": model_dir,
-        "model": {k: facts[k] for k in ("model_type", "num_hidden_layers", "num_attention_heads",
-                                         "num_key_value_heads", "attention", "moe",
-                                         "quant_method", "weight_bytes_served",
-                                         "weights_source")},  # fmt: skip
+        "model": {
+            k: facts[k]
+            for k in (
+                "model_type",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "attention",
+                "moe",
+                "quant_method",
+                "weight_bytes_served",
+                "weights_source",
+            )
+        },
         "hardware": hw_key,
         "backend": backend,
         "members": len(ordered),
@@ -548,8 +593,12 @@ def _recipe(facts: dict, hw: str, members: int, chips: int, backend: str) -> dic
     for recipe in RECIPES:
         m = recipe["match"]
         if (m["model_type"], m["hardware"], m["members"], m["chips"], m["backend"]) == (
-            facts["model_type"], hw, members, chips, backend,
-        ):  # fmt: skip
+            facts["model_type"],
+            hw,
+            members,
+            chips,
+            backend,
+        ):
             return recipe
     return None
 
@@ -559,8 +608,13 @@ def _flags(
 ) -> list[str]:
     flags = ["--tensor-parallel-size", str(chosen["tp"])]
     if backend == "ray":
-        flags = ["--distributed-executor-backend", "ray",
-                 "--pipeline-parallel-size", str(chosen["pp"]), *flags]  # fmt: skip
+        flags = [
+            "--distributed-executor-backend",
+            "ray",
+            "--pipeline-parallel-size",
+            str(chosen["pp"]),
+            *flags,
+        ]
     if chosen["ep"]:
         flags.append("--enable-expert-parallel")
     flags += ["--max-model-len", str(chosen["max_model_len"])]
@@ -579,14 +633,17 @@ def _flags(
 def describe_group(plan: dict) -> str:
     """Human rendering: the layout, then one block per member with its env and command."""
     mem = plan["memory"]
-    layout = f"DP {plan['dp']} x TP {plan['tp']}" + (f" x PP {plan['pp']}" if plan["pp"] > 1 else "")
+    layout = f"DP {plan['dp']} x TP {plan['tp']}" + (
+        f" x PP {plan['pp']}" if plan["pp"] > 1 else ""
+    )
     lines = [
         f"model      {plan['model_dir']} ({plan['model']['model_type']}, "
         f"{plan['model']['weight_bytes_served']:,} bytes served)",
         f"group      {plan['members']} members x {plan['chips_per_member']} NPUs, "
         f"{plan['hardware']}, backend {plan['backend']}, leader {plan['leader']} "
         f"({plan['leader_address']})",
-        f"layout     {layout}" + (", expert parallel" if plan["expert_parallel"] else "")
+        f"layout     {layout}"
+        + (", expert parallel" if plan["expert_parallel"] else "")
         + f" (valid: {plan['valid_layouts']})",
         f"memory     per NPU: weights {mem['weights_per_npu_mb']} MB, KV {mem['kv_budget_mb']} MB"
         f" = {mem['kv_capacity_tokens']:,} tokens; max_model_len {plan['max_model_len']}",
@@ -602,8 +659,10 @@ def describe_group(plan: dict) -> str:
             if m.get("dp_ranks")
             else f"PP stage {m.get('pp_stage')}"
         )
-        lines.append(f"[{m['name']}] {m['role']}, {m['address']} on {m['nic']}, NPUs "
-                     f"{','.join(map(str, m['npus']))}, {ranks}")  # fmt: skip
+        lines.append(
+            f"[{m['name']}] {m['role']}, {m['address']} on {m['nic']}, NPUs "
+            f"{','.join(map(str, m['npus']))}, {ranks}"
+        )
         lines += [f"  export {k}={shlex.quote(v)}" for k, v in m["env"].items()]
         if m.get("ray_start"):
             lines.append("  " + shlex.join(m["ray_start"]))

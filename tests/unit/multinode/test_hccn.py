@@ -61,10 +61,19 @@ def host(octet: int, **faults) -> dict:
 def test_healthy_group_has_no_findings():
     a, b = host(10), host(11)
     members = [
-        {"name": "node0", "address": "10.0.0.10", "netmask": "255.255.255.0", "outputs": outputs(a)},
-        {"name": "node1", "address": "10.0.0.11", "netmask": "255.255.255.0",
-         "outputs": outputs(b, "10.20.0.10")},
-    ]  # fmt: skip
+        {
+            "name": "node0",
+            "address": "10.0.0.10",
+            "netmask": "255.255.255.0",
+            "outputs": outputs(a),
+        },
+        {
+            "name": "node1",
+            "address": "10.0.0.11",
+            "netmask": "255.255.255.0",
+            "outputs": outputs(b, "10.20.0.10"),
+        },
+    ]
     assert hccn.check_group(members) == []
 
 
@@ -74,9 +83,13 @@ def test_each_failure_names_member_npu_and_command():
     b["network"]["npus"] = {"6": {"ipaddr": "10.99.6.11"}}
     members = [
         {"name": "node0", "address": "10.0.0.10", "outputs": outputs(a)},
-        {"name": "node1", "address": "10.0.1.11", "netmask": "255.255.255.0",
-         "outputs": outputs(b, "10.20.0.10")},
-    ]  # fmt: skip
+        {
+            "name": "node1",
+            "address": "10.0.1.11",
+            "netmask": "255.255.255.0",
+            "outputs": outputs(b, "10.20.0.10"),
+        },
+    ]
     found = hccn.check_group(members)
     got = {(f["member"], f["npu"], f["check"]) for f in found}
     assert ("node1", 3, "link") in got and ("node1", 3, "net_health") in got
@@ -96,8 +109,13 @@ def test_emulated_hccn_tool_entry_point(tmp_path):
     env = {**os.environ, "ASCEND_SIM_STATE": str(path), "PYTHONPATH": str(SRC)}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ascend_sim.hccn_tool_emulator", *args],
-                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "ascend_sim.hccn_tool_emulator", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
 
     assert hccn.parse_link(run("-i", "0", "-link", "-g").stdout) == "UP"
     assert hccn.parse_link(run("-i", "1", "-link", "-g").stdout) == "DOWN"

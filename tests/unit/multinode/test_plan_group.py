@@ -17,10 +17,18 @@ MODELS = Path(__file__).resolve().parents[2] / "data" / "models"
 
 def members(n: int = 2, chips: int = 8, hbm: int = 65536, **extra) -> list[dict]:
     raw = [
-        {"name": f"node{i}", "address": f"10.0.0.{10 + i}", "nic": "eth0", "npus": chips,
-         "hbm_total_mb": hbm, "hbm_used_mb": 3300, "hardware": "a2", **extra}
+        {
+            "name": f"node{i}",
+            "address": f"10.0.0.{10 + i}",
+            "nic": "eth0",
+            "npus": chips,
+            "hbm_total_mb": hbm,
+            "hbm_used_mb": 3300,
+            "hardware": "a2",
+            **extra,
+        }
         for i in range(n)
-    ]  # fmt: skip
+    ]
     return load_members({"members": raw})[0]
 
 
@@ -61,7 +69,12 @@ def test_deepseek_r1_w8a8_on_two_a2_is_the_guides_dp4_tp4(r1_w8a8):
     for m, ip in ((lead, "10.0.0.10"), (follow, "10.0.0.11")):
         env = m["env"]
         assert env["HCCL_IF_IP"] == ip
-        assert env["GLOO_SOCKET_IFNAME"] == env["TP_SOCKET_IFNAME"] == env["HCCL_SOCKET_IFNAME"] == "eth0"
+        assert (
+            env["GLOO_SOCKET_IFNAME"]
+            == env["TP_SOCKET_IFNAME"]
+            == env["HCCL_SOCKET_IFNAME"]
+            == "eth0"
+        )
         assert env["HCCL_BUFFSIZE"] == "200"
 
 
@@ -105,7 +118,7 @@ def test_tp_sizes_allow_kv_replication_and_refuse_bad_shapes():
         plan_group(str(MODELS / "Qwen3-32B"), members(), tp=2, dp=4)
     uneven = members()
     uneven[1]["chips"] = uneven[1]["chips"][:4]
-    with pytest.raises(InputError, match="unequal chip counts.*node0: 8, node1: 4"):
+    with pytest.raises(InputError, match=r"unequal chip counts.*node0: 8, node1: 4"):
         plan_group(str(MODELS / "Qwen3-32B"), uneven)
     with pytest.raises(CheckFailed, match="1 member"):
         plan_group(str(MODELS / "Qwen3-32B"), members(1))
@@ -114,8 +127,14 @@ def test_tp_sizes_allow_kv_replication_and_refuse_bad_shapes():
 @pytest.mark.parametrize(
     "bad, match",
     [
-        ({"name": "a", "address": "10.0.0.300", "nic": "eth0", "npus": 8, "hbm_total_mb": 1}, "address"),
-        ({"name": "a", "address": "10.0.0.1", "nic": "bad nic!", "npus": 8, "hbm_total_mb": 1}, "nic"),
+        (
+            {"name": "a", "address": "10.0.0.300", "nic": "eth0", "npus": 8, "hbm_total_mb": 1},
+            "address",
+        ),
+        (
+            {"name": "a", "address": "10.0.0.1", "nic": "bad nic!", "npus": 8, "hbm_total_mb": 1},
+            "nic",
+        ),
         ({"name": "a", "address": "10.0.0.1", "nic": "eth0", "npus": 0, "hbm_total_mb": 1}, "npus"),
         ({"name": "a", "address": "10.0.0.1", "nic": "eth0", "npus": 8}, "hbm_total_mb"),
     ],
@@ -127,13 +146,39 @@ def test_members_file_values_are_named(bad, match):
 
 def test_cli_plan_group(tmp_path, capsys):
     f = tmp_path / "group.json"
-    raw = [{"name": m["name"], "address": m["address"], "nic": "eth0", "npus": 8,
-            "hbm_total_mb": 65536} for m in members()]  # fmt: skip
+    raw = [
+        {
+            "name": m["name"],
+            "address": m["address"],
+            "nic": "eth0",
+            "npus": 8,
+            "hbm_total_mb": 65536,
+        }
+        for m in members()
+    ]
     f.write_text(json.dumps({"members": raw}))
-    assert main(["plan-group", "--model-dir", str(MODELS / "Qwen3-32B"), "--members", str(f), "--json"]) == 0
+    assert (
+        main(
+            ["plan-group", "--model-dir", str(MODELS / "Qwen3-32B"), "--members", str(f), "--json"]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["member_plans"][1]["argv"].count("--headless") == 1
-    assert main(["plan-group", "--model-dir", str(MODELS / "Qwen3-32B"), "--members", str(f), "--tp", "3"]) == 2
+    assert (
+        main(
+            [
+                "plan-group",
+                "--model-dir",
+                str(MODELS / "Qwen3-32B"),
+                "--members",
+                str(f),
+                "--tp",
+                "3",
+            ]
+        )
+        == 2
+    )
     assert "TP3 is not a valid layout" in capsys.readouterr().err
     f.write_text(json.dumps({"members": [{**raw[0], "address": "nope"}]}))
     assert main(["plan-group", "--model-dir", str(MODELS / "Qwen3-32B"), "--members", str(f)]) == 2
