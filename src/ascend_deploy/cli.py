@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "versions": ("versions", "read driver, firmware, CANN and Python package versions"),
     "compat": ("compat", "resolve or check a matching vllm-ascend / torch_npu / CANN set"),
     "plan": ("plan", "plan vllm serve arguments from the model and NPU memory"),
+    "plan-group": ("plan_group", "plan one vllm serve per member of a multi-host group (DP x TP)"),
     "procs": ("procs", "find (and end) processes holding the port or NPU memory"),
     "preflight": ("preflight", "run every host check and report what would fail"),
     "convert": ("convert", "convert a block-FP8 checkpoint to BF16"),

@@ -11,7 +11,11 @@ prints: npu-smi tables, version files, device nodes. Schema (extend, don't renam
      "versions": {"npu_smi", "driver", "driver_inner", "firmware", "cann", "cann_layout",
                   "arch"},
      "npu_smi_style": "24.1"|"25.x"|"26.x",
-     "faults": {"graph_capture_broken": bool, "driver_not_loaded": bool},
+     "faults": {"graph_capture_broken": bool, "driver_not_loaded": bool,
+                "hccn_link_down": [npu ids], "hccn_ping_fail": [addresses],
+                "hccn_no_ip": [npu ids]},
+     "network": {"npu_subnet", "host_octet", "npus": {...}} (hccn_tool; see
+                ascend_sim.hccn_tool_emulator),
      "chips": [{"npu", "chip", <any chip field below>}],
      "processes": [{"npu", "chip", "pid", "name", "memory_mb"}]}
 
