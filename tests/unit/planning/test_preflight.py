@@ -466,3 +466,17 @@ def test_a_selected_npu_the_host_lacks_is_named(tmp_path):
         err.value
     )
     assert "vllm_service_npus" in str(err.value)
+
+
+def test_cli_preflight_npus_judges_the_selection(capsys):
+    """ascend-deploy preflight --npus 7 on the real sample: NPU 0's and 1's PIDs are not judged."""
+    path = str(SAMPLES / "npu-smi-info_with_processes_910B1_elided_3.txt")
+    main(["preflight", "--npu-smi-file", path, "--json"])
+    every = {c["id"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert "2441447 (59618 MB)" in every["npu.foreign-memory"]["evidence"]
+    main(["preflight", "--npu-smi-file", path, "--npus", "7", "--json"])
+    seven = {c["id"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert "2441447" not in seven["npu.foreign-memory"]["evidence"]
+    assert "2441454 (59802 MB)" in seven["npu.foreign-memory"]["evidence"]
+    assert main(["preflight", "--npu-smi-file", path, "--npus", "3"]) == 2
+    assert "NPUs [3] of the selection [3] are not on this host" in capsys.readouterr().err
