@@ -31,15 +31,19 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def _run(tmp_path: Path, *args: str, group_vars: dict | None = None) -> tuple[int, str]:
-    host = {
+def _run(
+    tmp_path: Path, *args: str, group_vars: dict | None = None, hosts: dict | None = None
+) -> tuple[int, str]:
+    """deploy.yml on gone hosts (``hosts``: name -> host vars; default one, gone-host)."""
+    connection = {
         "ansible_connection": "ssh",
         "ansible_host": "127.0.0.1",
         "ansible_port": _closed_port(),
         "ansible_python_interpreter": "/usr/bin/python3",
     }
+    listed = {name: {**connection, **own} for name, own in (hosts or {"gone-host": {}}).items()}
     group = {"vllm_service_api_key": "test-key", "vllm_service_name": "chat", **(group_vars or {})}
-    inventory = {"all": {"children": {"ascend_llm": {"hosts": {"gone-host": host}, "vars": group}}}}
+    inventory = {"all": {"children": {"ascend_llm": {"hosts": listed, "vars": group}}}}
     (tmp_path / "hosts.yml").write_text(json.dumps(inventory))
     (tmp_path / "vault-pass").write_text(VAULT_PASSWORD + "\n")
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
@@ -182,3 +186,19 @@ def test_a_key_holding_braces_given_with_dash_e_is_named_not_a_template_error(tm
     assert "Fix: if it is data (a key), vault it" in flat
     assert "s3cr{{t" not in flat
     assert REACHED_HOST not in out
+
+
+def test_each_host_is_checked_with_its_own_values(tmp_path):
+    rc, out = _run(
+        tmp_path,
+        "-e",
+        "ascend_canary=false",
+        hosts={"host-a": {}, "host-b": {"deploy_verify_concurrency": 0}},
+    )
+    flat = _flat(out)
+    assert rc != 0
+    assert "host-b: deploy_verify_concurrency is 0: it must be >= 1" in flat
+    assert "host-a: deploy_verify_concurrency" not in flat
+    # host-a goes on to the deploy play (then fails as unreachable); host-b never gets there
+    answers = out[out.index(REACHED_HOST) :]
+    assert "[host-a]" in answers and "[host-b]" not in answers, flat[-3000:]
