@@ -29,6 +29,7 @@ PARTS = [
     "roles",
     "playbooks",
     "plugins/modules",
+    "plugins/action",
     "plugins/doc_fragments",
     "docs",
     "inventory/production.example",

@@ -33,6 +33,14 @@ options:
   hardware:
     description: Hardware family (a2, a3, a5, 310p); detected from the chip names when omitted.
     type: str
+  npus:
+    description:
+      - NPU ids the service would use (empty, the default, means every NPU). NPU memory, its
+        holders and the plan are judged on those NPUs only; holders of the other NPUs are listed
+        as information (check C(npu.other-memory)). An id the host lacks fails naming it.
+    type: list
+    elements: int
+    default: []
   matrix:
     description:
       - Content of C(ascend_deploy/data/compat_matrix.json). AnsiballZ ships only Python files,
@@ -91,6 +99,7 @@ def main() -> None:
             "npu_info": {"type": "dict"},
             "service": {"type": "str"},
             "hardware": {"type": "str"},
+            "npus": {"type": "list", "elements": "int", "default": []},
             "matrix": {"type": "dict"},
             "site_matrix": {"type": "raw"},
             "site_matrix_file": {"type": "str"},
@@ -109,6 +118,7 @@ def main() -> None:
             npu_info=p["npu_info"],
             service=p["service"],
             hardware=p["hardware"],
+            npus=p["npus"],
             matrix=matrix,
             rules=p["rules"],
             **p["options"],

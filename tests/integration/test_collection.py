@@ -72,6 +72,7 @@ def installed(tmp_path_factory):
     assert "plugins/module_utils/ascend_deploy/planning/plan.py" in names
     assert "plugins/module_utils/ascend_deploy/data/serve_rules.json" in names
     assert {f"plugins/modules/{m}.py" for m in MODULES} <= names
+    assert "plugins/action/ascend_role_vars.py" in names  # the first play's check runs from it
     assert "playbooks/deploy.yml" in names and "roles/vllm_service/tasks/main.yml" in names
     assert not [n for n in names if n.split("/")[0] in ("src", "tests", "molecule", "docker")]
     # Its own README: every path it names is in the tarball (the checkout's quick start named

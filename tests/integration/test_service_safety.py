@@ -132,8 +132,9 @@ def test_zero_for_an_optional_number_is_refused_naming_it(tmp_path):
     )
     assert rc != 0 and not dest.exists()
     flat = re.sub(r"\s+", " ", out)
-    assert "vllm_service_tp is 0, vllm_service_max_model_len is 0 must be unset or positive" in flat
-    assert "leave it unset (null, the default" in flat
+    assert "vllm_service_max_model_len is 0: it must be >= 1" in flat
+    assert "vllm_service_tp is 0: it must be >= 1" in flat
+    assert "Fix: leave it unset (null, the default: the planner picks the size)" in flat
     # Unset (null) and positive values pass.
     rc, out, dest = write_env(
         tmp_path, vllm_service_api_key="k", vllm_service_max_model_len=None, vllm_service_tp=2
@@ -144,9 +145,9 @@ def test_zero_for_an_optional_number_is_refused_naming_it(tmp_path):
 @pytest.mark.parametrize(
     ("variables", "named"),
     [
-        ({"vllm_service_port": 70000}, "vllm_service_port is 70000: a TCP port is 1-65535"),
-        ({"vllm_service_port": "80a"}, "vllm_service_port is 80a: a TCP port is 1-65535"),
-        ({"vllm_service_health_timeout": -5}, "vllm_service_health_timeout is -5: seconds"),
+        ({"vllm_service_port": 70000}, "vllm_service_port is 70000: it must be from 1 to 65535"),
+        ({"vllm_service_port": "80a"}, "vllm_service_port is 80a: it must be a whole number"),
+        ({"vllm_service_health_timeout": -5}, "vllm_service_health_timeout is -5: it must be >="),
     ],
     ids=["port-too-big", "port-not-a-number", "negative-health-timeout"],
 )

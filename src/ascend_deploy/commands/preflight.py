@@ -9,8 +9,13 @@ from ..host.procs import load_npu_info
 from ..planning.compat import HARDWARE, matrix_with_site
 from ..planning.preflight import render_table, run_preflight
 from ..planning.rules import load_rules
-from .argtypes import add_matrix_argument
+from .argtypes import add_matrix_argument, non_negative_int
 from .procs import _port
+
+
+def npu_id_list(text: str) -> list[int]:
+    """``4,5,6,7``: the NPU ids (npu-smi's NPU column) a service would use."""
+    return [non_negative_int(part.strip()) for part in text.split(",")]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", metavar="DIR", help="model to plan for this host")
     parser.add_argument("--service", metavar="NAME", help="our service (see procs)")
     parser.add_argument("--hardware", choices=HARDWARE, help="default: from the chip names")
+    parser.add_argument(
+        "--npus",
+        type=npu_id_list,
+        metavar="IDS",
+        help="NPU ids the service would use, e.g. 4,5,6,7 (default: all); memory judged on these",
+    )
     parser.add_argument("--python", metavar="PATH", help="serving interpreter to check")
     parser.add_argument(
         "--npu-smi-file", metavar="FILE", help="saved `npu-smi info` output (- = stdin)"
@@ -49,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         npu_info=npu_info,
         service=args.service,
         hardware=args.hardware,
+        npus=args.npus,
         python=args.python,
         matrix=matrix,
         rules=load_rules(),

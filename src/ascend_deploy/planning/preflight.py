@@ -378,9 +378,44 @@ def _who(entry: dict) -> str:
     return f"pid {entry.get('pid')} ({cmd}; {owner})"
 
 
+def selected_chips(chips: list[dict], npus: list[int] | None) -> list[dict]:
+    """The chips of the NPUs ``npus`` names (all chips when it is empty or None)."""
+    return [c for c in chips if c.get("npu") in npus] if npus else list(chips)
+
+
+def _held_npus(holder: dict) -> list:
+    """The NPU ids a holder's npu-smi rows name."""
+    return sorted({n.get("npu") for n in holder.get("npus") or []}, key=str)
+
+
+def _on(holder: dict, npus: list[int]) -> bool:
+    """Whether the holder has memory on any NPU of ``npus``."""
+    return any(n in npus for n in _held_npus(holder))
+
+
+def _others_finding(others: list[dict], npus: list[int]) -> dict:
+    """NPU memory held outside the service's NPUs: information, never a failure."""
+    return finding(
+        "npu.other-memory",
+        3,
+        "ok",
+        f"outside this service's NPUs {npus}: "
+        + "; ".join(
+            f"NPU {','.join(str(n) for n in _held_npus(h))} {_who(h)} {h.get('memory_mb')} MB"
+            for h in others
+        ),
+        "nothing to do for this service (vllm_service_npus keeps it off those NPUs)",
+    )
+
+
 def process_checks(
-    holders: dict, chips: list[dict], port: int | None, service: str | None
+    holders: dict,
+    chips: list[dict],
+    port: int | None,
+    service: str | None,
+    npus: list[int] | None = None,
 ) -> list[dict]:
+    """Port and NPU memory holders; with ``npus`` only those NPUs are judged, others listed."""
     out: list[dict] = []
     kill = f"ascend-deploy procs --port {port}" if port else "ascend-deploy procs"
     if service:
@@ -412,6 +447,12 @@ def process_checks(
                 )
             )
     npu_holders = holders["npu_holders"]
+    if npus:
+        others = [h for h in npu_holders if not _on(h, npus) and h.get("alive")]
+        npu_holders = [h for h in npu_holders if _on(h, npus)]
+        chips = selected_chips(chips, npus)
+        if others:
+            out.append(_others_finding(others, npus))
     foreign = [h for h in npu_holders if h.get("alive") and not h.get("managed")]
     stale = [h for h in npu_holders if not h.get("alive")]
     managed = [h for h in npu_holders if h.get("alive") and h.get("managed")]
@@ -424,7 +465,7 @@ def process_checks(
                 "NPU memory held by "
                 + "; ".join(f"{_who(h)} {h['memory_mb']} MB" for h in foreign),
                 f"{kill} --kill-foreign once the owners agree, or serve on other NPUs "
-                "(ASCEND_RT_VISIBLE_DEVICES)",
+                "(vllm_service_npus; CLI: --npus)",
             )
         )
     elif stale:
@@ -586,9 +627,13 @@ def run_preflight(
     containers: dict | None = None,
     matrix: dict | None = None,
     rules: dict | None = None,
+    npus: list[int] | None = None,
 ) -> dict:
     """Run every check; returns ``{"ok", "hardware", "checks", "versions", "holders"}``.
 
+    ``npus`` are the NPU ids the service would use (None or empty: every NPU): NPU memory, its
+    holders and the plan are judged on those only; holders of other NPUs are listed as
+    information (``npu.other-memory``), so a second service on disjoint NPUs passes.
     ``npu_info`` is a parsed ``npu-smi info`` (``npu_smi.parse``); when None, npu-smi runs.
     ``matrix`` and ``rules`` are the compatibility matrix and serving rules documents
     (default: the shipped ones).
@@ -633,9 +678,17 @@ def run_preflight(
     if loaded:
         checks.append(loaded)
     holders = find_holders(port, service, npu_info, proc_root, containers)
-    checks += process_checks(holders, chips, port, service)
+    if npus:
+        ids = sorted({c.get("npu") for c in chips})
+        missing = [n for n in npus if n not in ids]
+        if missing:
+            raise InputError(
+                f"NPUs {missing} of the selection {list(npus)} are not on this host (its NPUs: "
+                f"{ids}); fix vllm_service_npus (CLI: --npus)"
+            )
+    checks += process_checks(holders, chips, port, service, npus)
     if model_dir is not None:
-        checks += plan_checks(model_dir, chips, hw, rules)
+        checks += plan_checks(model_dir, selected_chips(chips, npus), hw, rules)
     return {
         "ok": not any(c["status"] == "fail" for c in checks),
         "hardware": hw,

@@ -398,3 +398,85 @@ def test_declared_hardware_that_disagrees_with_npu_smi_fails_naming_both(
         host(tmp_path / "same", "a2-toolkit-8.2"), npu_info=npu(sample_name), hardware=detected
     )
     assert "npu.hardware" not in checks_of(agreeing)
+
+
+def _second_service_host() -> dict:
+    """The real 910B1 sample as a host where service A holds NPU 0 and NPU 7 is free.
+
+    The sample lists python processes on NPUs 0, 1 and 7 and both chips nearly full; here only
+    NPU 0's process is kept (A's replica) and NPU 7's chip is idle, the state service B sees.
+    """
+    info = npu("npu-smi-info_with_processes_910B1_elided_3.txt")
+    info["processes"] = [p for p in info["processes"] if p["npu"] == 0]
+    for chip in info["chips"]:
+        if chip["npu"] == 7:
+            chip["hbm_used_mb"] = 3197
+    return info
+
+
+def test_a_second_service_on_disjoint_npus_is_judged_on_its_own_npus(tmp_path):
+    """Issue 22 item 4: A's memory on NPU 0 fails B only when B would use NPU 0."""
+    info = _second_service_host()
+    sleeper = spawn_sleeper()
+    try:
+        info["processes"][0]["pid"] = sleeper.pid
+        root = host(tmp_path, "a2-toolkit-8.2")
+        every = checks_of(run_preflight(root, npu_info=info, service="qwen3b", containers={}))
+        assert every["npu.foreign-memory"]["status"] == "fail"
+        assert "vllm_service_npus" in every["npu.foreign-memory"]["fix"]
+        assert "npu.other-memory" not in every
+        b = checks_of(run_preflight(root, npu_info=info, service="qwen3b", containers={}, npus=[7]))
+        assert b["npu.foreign-memory"]["status"] == "ok", b["npu.foreign-memory"]
+        assert b["npu.foreign-memory"]["evidence"] == "no process holds NPU memory"
+        other = b["npu.other-memory"]
+        assert other["status"] == "ok"
+        assert other["evidence"].startswith("outside this service's NPUs [7]: NPU 0 pid ")
+        assert f"pid {sleeper.pid}" in other["evidence"] and "59618 MB" in other["evidence"]
+        overlap = checks_of(
+            run_preflight(root, npu_info=info, service="qwen3b", containers={}, npus=[0, 7])
+        )
+        assert overlap["npu.foreign-memory"]["status"] == "fail"
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
+
+
+def test_busy_hbm_is_judged_on_the_selected_npus_and_the_plan_memory_too():
+    from ascend_deploy.planning.preflight import npu_memory, process_checks, selected_chips
+
+    info = _second_service_host()
+    holders = {"listeners": [], "npu_holders": []}
+    busy = {c["id"]: c for c in process_checks(holders, info["chips"], None, "b")}
+    assert busy["npu.foreign-memory"]["status"] == "warn"  # NPU 0 at 64293 MB
+    assert "NPU 0 chip 0 64293/" in busy["npu.foreign-memory"]["evidence"]
+    mine = {c["id"]: c for c in process_checks(holders, info["chips"], None, "b", [7])}
+    assert mine["npu.foreign-memory"]["status"] == "ok"
+    total = info["chips"][0]["hbm_total_mb"]
+    assert npu_memory(info["chips"]) == (total, 64293)
+    assert npu_memory(selected_chips(info["chips"], [7])) == (total, 3197)
+    assert selected_chips(info["chips"], []) == info["chips"]
+
+
+def test_a_selected_npu_the_host_lacks_is_named(tmp_path):
+    with pytest.raises(InputError) as err:
+        run_preflight(
+            host(tmp_path, "a2-toolkit-8.2"), npu_info=_second_service_host(), npus=[7, 3]
+        )
+    assert "NPUs [3] of the selection [7, 3] are not on this host (its NPUs: [0, 7])" in str(
+        err.value
+    )
+    assert "vllm_service_npus" in str(err.value)
+
+
+def test_cli_preflight_npus_judges_the_selection(capsys):
+    """ascend-deploy preflight --npus 7 on the real sample: NPU 0's and 1's PIDs are not judged."""
+    path = str(SAMPLES / "npu-smi-info_with_processes_910B1_elided_3.txt")
+    main(["preflight", "--npu-smi-file", path, "--json"])
+    every = {c["id"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert "2441447 (59618 MB)" in every["npu.foreign-memory"]["evidence"]
+    main(["preflight", "--npu-smi-file", path, "--npus", "7", "--json"])
+    seven = {c["id"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert "2441447" not in seven["npu.foreign-memory"]["evidence"]
+    assert "2441454 (59802 MB)" in seven["npu.foreign-memory"]["evidence"]
+    assert main(["preflight", "--npu-smi-file", path, "--npus", "3"]) == 2
+    assert "NPUs [3] of the selection [3] are not on this host" in capsys.readouterr().err
