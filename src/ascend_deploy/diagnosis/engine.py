@@ -252,6 +252,7 @@ _SERVED_MARKERS = (
     "Prefill batch",
     "Added request ",
     "Received request ",
+    "is preempted by PreemptionMode",  # vLLM: a running request lost its KV blocks
 )
 _SERVED_RUNNING_RE = re.compile(r"Running: [1-9]\d* reqs|generation throughput: (?!0\.0\b)\d")
 # Graph capture starting (vLLM/vllm-ascend progress and log lines, SGLang, torch_npu's capture

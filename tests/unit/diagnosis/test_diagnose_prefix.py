@@ -165,3 +165,20 @@ def test_the_capture_scan_costs_nothing_without_capture_lines():
     d = Diagnoser(model=False)
     d.feed_text("INFO 12-03 12:00:01 [loggers.py:1] Engine 000: Running: 3 reqs\n" * 50)
     assert not d._capture
+
+
+def test_out_of_memory_after_a_preemption_is_pitfall_6():
+    # vLLM's scheduler warning (vllm/core/scheduler.py) says requests were running and lost
+    # their KV blocks: the memory ran out under load, not at start-up
+    preempted = (
+        "WARNING 12-03 12:00:01 [scheduler.py:1560] Sequence group cmpl-8a1e0c2d is preempted by "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can "
+        "affect the end-to-end performance. Increase gpu_memory_utilization or "
+        "tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=1"
+    )
+    oom = (
+        "ERROR 12-03 12:00:12 [engine.py:1] RuntimeError: NPU out of memory. Tried to allocate "
+        "2.00 GiB (NPU 0; 60.96 GiB total capacity; 55.1 GiB already allocated)"
+    )
+    assert diagnose_text(f"{preempted}\n{oom}\n")["findings"][0]["pitfall"] == 6
+    assert diagnose_text(f"{oom}\n")["findings"][0]["pitfall"] == 5
