@@ -26,6 +26,7 @@ _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Characters that end a prefix (bars, borders, closing brackets, ">>"); a prefix also ends at a
 # space, and holds a digit or one of these.
 _SEPS = frozenset("|│┃║▎>])}")
+_BARS = frozenset("|│┃║▎>")
 _TRIVIAL = frozenset(" \t>▎│┃║|`")
 LEVEL_RE = re.compile(r"\b(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 
@@ -95,7 +96,8 @@ def detect(
     none.
 
     A line counts for a candidate when the normaliser alone removed nothing but the trivial from
-    it (it stopped at the unknown prefix) and removes more once the candidate is stripped. Of the
+    it, or stopped inside the candidate before a bar (it stopped at the unknown prefix), and
+    removes more once the candidate is stripped. Of the
     candidates, shortest first, those that count for enough lines are kept up to the first after
     which the normaliser takes over (removes a header it knows from the rest): what follows is
     the message."""
@@ -109,28 +111,30 @@ def detect(
     if len(lines) < 2:
         return None
     need = max(min(MIN_LINES, len(lines)), int(COVER * len(lines) + 0.999))
-    eligible = []
+    known = []  # (line, message, where the normaliser's message starts, only trivial before it)
     for line in lines:
         msg = normalise(line)[0]
         at = line.find(msg[:30]) if msg else -1
-        if at >= 0 and _trivial(line[:at]):
-            eligible.append((line, msg))
-    if len(eligible) < need:
+        if at >= 0:
+            known.append((line, msg, at, _trivial(line[:at])))
+    if len(known) < need:
         return None
     kept: list[str] = []
     for src in _candidates(lines, need):
         rx = re.compile(src)
         gained = took_over = 0
-        for line, msg in eligible:
+        for line, msg, at, whole in known:
             m = rx.match(line)
-            if not m:
+            # The normaliser stopped at the unknown prefix (removed nothing but the trivial), or
+            # inside it, before a bar (a stamp it knows, then "INFO     | worker:run:10 - ").
+            if not m or not (whole or (at < m.end() and _BARS & set(line[at : m.end()]))):
                 continue
             rest = line[m.end() :]
             new = normalise(rest)[0]
             if len(new) < len(msg) and msg.endswith(new):
                 gained += 1
-                at = rest.find(new[:30]) if new else -1
-                took_over += at < 0 or not _trivial(rest[:at])
+                at2 = rest.find(new[:30]) if new else -1
+                took_over += at2 < 0 or not _trivial(rest[:at2])
         if gained >= need:
             kept.append(src)
             if 2 * took_over >= gained:

@@ -182,3 +182,19 @@ def test_out_of_memory_after_a_preemption_is_pitfall_6():
     )
     assert diagnose_text(f"{preempted}\n{oom}\n")["findings"][0]["pitfall"] == 6
     assert diagnose_text(f"{oom}\n")["findings"][0]["pitfall"] == 5
+
+
+def test_a_prefix_the_normaliser_knows_only_the_start_of():
+    # loguru's default format: the stamp is known, "LEVEL    | module:function:line - " is not
+    body = _lines("p7_deq_scale_keyerror_310p_11368.log")
+    lines = [
+        f"2026-12-03 12:00:{i % 60:02d}.123 | {'ERROR   ' if 'Error' in x else 'INFO    '} | "
+        f"launcher:run:{40 + i % 7} - {x}"
+        for i, x in enumerate(body)
+    ]
+    rx = prefix.detect(lines, normalise)
+    assert rx is not None
+    at = next(i for i, x in enumerate(body) if "KeyError" in x)
+    assert normalise(lines[at], rx) == (body[at], "exception")
+    assert normalise(lines[at + 1], rx)[0] == normalise(body[at + 1])[0]
+    assert dc.predicted(diagnose_text("\n".join(lines) + "\n")) == "7"
