@@ -42,6 +42,7 @@ from ..errors import InputError, describe_path
 from ..safe_open import open_regular
 from ..verification import garbage
 from . import features as _features
+from . import prefix as _prefix
 from .learned import NONE, Model, default_model
 from .rules import (
     RULES_PATH,
@@ -85,6 +86,7 @@ HEAD_LINES = 40  # first lines of a log the learned stage always reads (titles, 
 SEEN_HEAD, SEEN_TAIL = 150, 250  # looked-at lines kept for the learned stage (first, last)
 EXPLAIN_LINES = 3  # lines quoted as what drove a learned ranking
 RANKING = 3
+PREFIX_LINES = 20  # a line prefix is looked for until a block brings this many lines
 DEFAULT_MAX_MB = 1024
 DEFAULT_MAX_SECONDS = 120.0
 
@@ -101,6 +103,19 @@ _DOCKER_TS_RE = re.compile(
 _PY_TS_RE = re.compile(
     r"^\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d{4} )\d\d:\d\d(?::\d\d)?(?:[.,:]\d+)?"
     r"(?:[+-]\d\d:?\d\d)?(?: (?:TP|DP|EP|PP)\d+)*\]?(?:\s+-\s+|\s*\|\s*|\s+)"
+)
+# Any other stamp with a time of day and seconds: "2026/12/03 12:00:01.123456 ", "[12:00:01] ",
+# "03.12.2026 12:00:01 ", an epoch "1733224801.123 ".
+_ANY_TS_RE = re.compile(
+    r"^\[?(?:(?:\d{4}[-/.]\d\d?[-/.]\d\d?|\d\d?[-/.]\d\d?[-/.]\d{4})[ T_-]?)?"
+    r"\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?:[ \t]+|(?<=\])|$)"
+    r"|^\[?1\d{9}(?:\.\d+)?\]?[ \t]+"
+)
+# LLaMA-Factory / transformers: "[INFO|2024-06-12 10:12:16] llamafactory.model.loader:157 >> ",
+# "[WARNING|configuration_utils.py:733] 2024-06-12 10:12:16,522 >> ".
+_BAR_LEVEL_RE = re.compile(
+    r"^\[(?P<b>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\|[^\]]*\][ \t]+"
+    r"(?:[\w.]+:\d+ >> |\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)? >> )?"
 )
 # Quote bars and borders a paste or a terminal UI adds: "> ", "> > ", "▎", "│ ... │", "  | ".
 _LEAD_BAR_RE = re.compile(r"^(?:[ \t]*(?:>|▎|[│┃║]|\|(?=[ \t]))[ \t]?)+")
@@ -237,8 +252,18 @@ _SERVED_MARKERS = (
     "Prefill batch",
     "Added request ",
     "Received request ",
+    "is preempted by PreemptionMode",  # vLLM: a running request lost its KV blocks
 )
 _SERVED_RUNNING_RE = re.compile(r"Running: [1-9]\d* reqs|generation throughput: (?!0\.0\b)\d")
+# Graph capture starting (vLLM/vllm-ascend progress and log lines, SGLang, torch_npu's capture
+# call) and finishing: an allocation failure in between is the capture failing (pitfall 4).
+_CAPTURE_RE = re.compile(
+    r"(?P<end>[Gg]raph capturing finished|Capture (?:cuda|npu|acl) graph end"
+    r"|[Cc]apturing (?:CUDA|ACL|NPU) graphs? (?:finished|took))"
+    r"|Capturing (?:ACL |CUDA |NPU |the model for CUDA )?graphs?\b|Capturing cudagraphs"
+    r"|Capture (?:cuda|npu|acl) graph begin|capture_begin|[Gg]raph capturing\b"
+)
+CAPTURE_EVENTS = 64  # capture start/end lines kept (the last ones)
 # A request handler on the failing stack (the failure happened while answering).
 _REQUEST_CTX_MARKERS = ("serving_chat.py", "serving_completion.py", "in run_asgi", "run_event_loop")
 # "X is not supported" from a person or a program without a log level (a WARNING saying so is
@@ -309,13 +334,22 @@ def _scoped(pattern: str) -> str:
     return f"(?{m.group(1)}:{pattern[m.end() :]})" if m else pattern
 
 
-def normalise(line: str) -> tuple[str, str]:
-    """(message, level) of one raw log line, with colours and prefixes removed."""
+def normalise(line: str, prefix: re.Pattern[str] | None = None) -> tuple[str, str]:
+    """(message, level) of one raw log line, with colours and prefixes removed; ``prefix``: the
+    log's own line prefix (:func:`.prefix.detect`), removed first, its log level kept."""
     text = _ANSI_RE.sub("", line).replace("\x00", "").rstrip("\r\n")
     if "^[" in text or text.startswith("["):
         text = _BROKEN_ANSI_RE.sub("", text)
     level = "info"
     stated_level = False  # the line carries its own level (a program wrote it)
+    if prefix is not None:
+        m = prefix.match(text)
+        if m:
+            lv = _prefix.LEVEL_RE.search(m.group(0))
+            if lv:
+                level = _LEVELS.get(lv.group("level"), "info")
+                stated_level = True
+            text = text[m.end() :]
     boxed = False
     for _ in range(8):  # prefixes nest: bars, timestamp, compose, process, rank, glog, plog
         before = text
@@ -324,10 +358,18 @@ def normalise(line: str) -> tuple[str, str]:
             boxed = boxed or any(ch in m.group(0) for ch in "│┃║")
             text = text[m.end() :]
         text = text.lstrip(" \t`")
-        for rx in (_DOCKER_TS_RE, _PY_TS_RE, _JOURNAL_RE, _COMPOSE_RE, _PROC_RE, _PID_RE):
+        for rx in (
+            _DOCKER_TS_RE,
+            _PY_TS_RE,
+            _ANY_TS_RE,
+            _JOURNAL_RE,
+            _COMPOSE_RE,
+            _PROC_RE,
+            _PID_RE,
+        ):
             text = rx.sub("", text, count=1)
         text = _HOST_STREAM_RE.sub("", text, count=1)
-        m = _GLOG_RE.match(text) or _PLOG_RE.match(text)
+        m = _GLOG_RE.match(text) or _PLOG_RE.match(text) or _BAR_LEVEL_RE.match(text)
         if m:
             level = _LEVELS.get(m.group(1), level)
             stated_level = True
@@ -559,6 +601,10 @@ class Diagnoser:
         self._served_line = ""
         self._request_ctx = False  # a request handler is on the failing stack
         self._failure_specials: set[int] = set()
+        self._prefix: re.Pattern[str] | None = None  # the log's own line prefix
+        self._prefix_open = True  # still looking for it (in the first lines)
+        # (line, finished, text) of graph capture lines, the last ones
+        self._capture: deque[tuple[int, bool, str]] = deque(maxlen=CAPTURE_EVENTS)
 
         self._context = [(r, c) for r in self.rules for c in r.context]
         self._special_all = [
@@ -717,9 +763,12 @@ class Diagnoser:
             lines.pop()
         base = self.lines
         self.lines += len(lines)
+        if self._prefix_open:
+            self._prefix = _prefix.detect(lines, normalise)
+            self._prefix_open = self._prefix is None and self.lines < PREFIX_LINES
         if base < HEAD_LINES:
             for i, raw in enumerate(lines[: HEAD_LINES - base]):
-                msg = normalise(raw)[0]
+                msg = normalise(raw, self._prefix)[0]
                 if msg:
                     self._head.append((base + i + 1, _excerpt(msg)))
                     if _PROPOSAL_TITLE_RE.match(msg):
@@ -730,6 +779,8 @@ class Diagnoser:
             i = text.find(_READY_MARKER)
             if i >= 0:
                 self._ready_at = base + text.count("\n", 0, i) + 1
+        if "aptur" in text:
+            self._scan_capture(text, base)
         cand: dict[int, frozenset[int]] = {}
         if self.prefilter:
             for gs in self._gate_sets:
@@ -821,7 +872,23 @@ class Diagnoser:
                 i = text.find(marker, i + len(marker))
         if best is not None:
             self._served_at = base + text.count("\n", 0, best[0]) + 1
-            self._served_line = _excerpt(normalise(best[1])[0])
+            self._served_line = _excerpt(normalise(best[1], self._prefix)[0])
+
+    def _scan_capture(self, text: str, base: int) -> None:
+        """Record the graph capture lines of a block (start or finished)."""
+        pos = 0
+        n = base
+        for m in _CAPTURE_RE.finditer(text):
+            if m.start() < pos:  # a second marker on a line already recorded
+                continue
+            n += text.count("\n", pos, m.start())
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.start())
+            end = len(text) if end < 0 else end
+            line = normalise(text[start:end], self._prefix)[0]
+            self._capture.append((n + 1, m.group("end") is not None, _excerpt(line)))
+            n += text.count("\n", m.start(), end)
+            pos = end
 
     def feed_stream(
         self,
@@ -886,7 +953,7 @@ class Diagnoser:
         self._fed_upto = n
 
     def _piece(self, n: int, raw: str, ids: frozenset[int]) -> None:
-        msg, level = normalise(raw)
+        msg, level = normalise(raw, self._prefix)
         buf = self._buf
         if buf and buf[-1][0] not in (n, n - 1):
             buf.clear()
@@ -1184,6 +1251,26 @@ class Diagnoser:
             hit.context["served"] = (self._served_at or 0, f"served before: {self._served_line}")
         del self.hits["npu_out_of_memory"]
 
+    def _in_capture(self) -> None:
+        """The runtime's "Failed to apply for memory" while ACL graphs are being captured (a
+        capture line before it, no "capturing finished" between) is the capture failing
+        (pitfall 4), not the model not fitting (5)."""
+        hit = self.hits.get("npu_memory_apply_failed")
+        rule = self._by_id.get("graph_capture_failed")
+        if hit is None or rule is None or hit.first is None:
+            return
+        at = hit.first[0]
+        before = [ev for ev in self._capture if ev[0] <= at]
+        if not before or before[-1][1]:
+            return
+        target = self.hits.get(rule.id)
+        if target is None:
+            target = self._hit(rule)
+            target.first, target.count, target.level = hit.first, hit.count, hit.level
+            target.last, target.last_line, target.bonus = hit.last, hit.last_line, hit.bonus
+        target.context["capture"] = (before[-1][0], f"during graph capture: {before[-1][2]}")
+        del self.hits["npu_memory_apply_failed"]
+
     def _rank(self) -> list[_Hit]:
         """Causes before consequences, then score; a rule that defers to another matching rule
         ranks just below it."""
@@ -1202,6 +1289,7 @@ class Diagnoser:
             if rid in self.hits:
                 self.hits[rid].context.update(ctx)
         self._under_load()
+        self._in_capture()
         ranked = self._rank()
         findings = [self._finding(h) for h in ranked]
         out: dict[str, Any] = {"findings": findings, "lines": self.lines, "stage": None}
@@ -1475,8 +1563,13 @@ def diagnose_lines(
     model: Model | bool | None = True,
 ) -> dict[str, Any]:
     d = Diagnoser(rules, model=model)
-    for line in lines:
-        d.feed(line)
+    batch: list[str] = []
+    for line in lines:  # in batches: the line prefix is found from the first lines together
+        batch.append(line if line.endswith("\n") else line + "\n")
+        if len(batch) >= 2000:
+            d.feed_text("".join(batch))
+            batch = []
+    d.feed_text("".join(batch))
     return d.result()
 
 
