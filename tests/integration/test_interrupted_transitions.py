@@ -243,8 +243,3 @@ def test_concurrent_runs_then_interruptions_keep_a_verified_definition(host):
     wait_serving(definition_specs(good))
     assert read(f"{STATE}/last-good/containers.json") == good
     assert read(f"{STATE}/transition.json") == ""
-
-    # The verified inputs again: converged or not, the host serves them and says so.
-    rc, out = deploy(inventory, tmp, "back", "-e", f"vllm_service_max_num_seqs={winner}")
-    assert rc == 0, out[-3000:]
-    wait_serving(definition_specs(good))
