@@ -64,6 +64,7 @@ from ..model.estimate import parameter_counts
 from ..model.info import inspect_model
 from .layout import container_visible_devices, hccl_base_port, planned_env
 from .memory import DEFAULT_MODEL, MemoryModel
+from .plan import serve_flags
 from .rules import check_rules, shipped_rules
 from .tp import Sizing, size_for_tp
 from .validation import check_model, hardware_entry, vllm_ascend_version
@@ -606,27 +607,11 @@ def _recipe(facts: dict, hw: str, members: int, chips: int, backend: str) -> dic
 def _flags(
     chosen: dict, util: float, hw: dict, quant: str | None, eager: bool, backend: str
 ) -> list[str]:
-    flags = ["--tensor-parallel-size", str(chosen["tp"])]
+    """The single-host planner's serve flags, with Ray's executor and PP size in front."""
+    flags = serve_flags(chosen, util, hw, quant, eager, bool(chosen["ep"]), None)
     if backend == "ray":
-        flags = [
-            "--distributed-executor-backend",
-            "ray",
-            "--pipeline-parallel-size",
-            str(chosen["pp"]),
-            *flags,
-        ]
-    if chosen["ep"]:
-        flags.append("--enable-expert-parallel")
-    flags += ["--max-model-len", str(chosen["max_model_len"])]
-    if chosen["max_num_seqs"] is not None:
-        flags += ["--max-num-seqs", str(chosen["max_num_seqs"])]
-    flags += ["--gpu-memory-utilization", str(util)]
-    if hw.get("dtype"):
-        flags += ["--dtype", hw["dtype"]]
-    if quant:
-        flags += ["--quantization", quant]
-    if eager:
-        flags.append("--enforce-eager")
+        pp = str(chosen["pp"])
+        flags = ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", pp, *flags]
     return flags
 
 

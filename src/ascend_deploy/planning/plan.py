@@ -145,7 +145,7 @@ def make_plan(
     )
     expert_parallel = _expert_parallel(rules, facts, t, version, hw_key, notes)
     serve_dir, name = _served(facts, model_dir, served_model_dir, served_model_name)
-    flags = _flags(
+    flags = serve_flags(
         chosen, gpu_memory_utilization, hw, quant_flag, enforce_eager, expert_parallel, swap_gib
     )
 
@@ -266,7 +266,7 @@ def _result(
     }
 
 
-def _flags(
+def serve_flags(
     chosen: dict,
     util: float,
     hw: dict,
