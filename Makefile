@@ -39,8 +39,9 @@ images: setup venv
 	docker/build-images.sh
 
 # The whole suite: lint, unit, Docker integration and every molecule scenario, on two pytest-xdist
-# workers: every simulated-host test on one, one after another; the engine-image tests and the rest
-# beside them (tests/conftest.py). PYTEST_ARGS="-n 0" runs it in one process.
+# workers: the Docker tests in two groups that share no host name or report directory, one group
+# per worker, one test after another; the rest around them (tests/conftest.py).
+# PYTEST_ARGS="-n 0" runs it in one process.
 PYTEST_ARGS ?= -n 2
 test: setup lint images
 	$(BIN)/pytest -q $(PYTEST_ARGS) tests

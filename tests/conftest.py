@@ -290,21 +290,29 @@ def ask_chat(port: int, question: dict) -> dict:
     return doc["choices"][0]["message"]
 
 
-# ``make test`` runs two pytest-xdist workers (``-n 2``). Every test that uses a simulated host
-# runs on one worker, one after another: they share the simulated hosts' names, the images and
-# the repository's ``reports/`` and ``.cache/``. The tests that only run the real-engine image
-# (its build, the vLLM CPU reference, argv conformance: no simulated host, no shared names) are a
-# second group, beside them; every other test is spread over both. xdist's own ``loadgroup`` does
-# not group under pytest 9 (it renames node ids, which pytest 9 no longer reads back), so the
-# scheduler below groups by node id, from the marks written in the files.
+# ``make test`` runs two pytest-xdist workers (``-n 2``). The tests that use Docker are split into
+# two groups, one per worker, each group run one test after another: a group's tests may share
+# simulated-host names or an image, the two groups share nothing (distinct host names and tmp
+# report directories; every molecule scenario writes its reports into its own ephemeral
+# directory, molecule/_shared/base.yml). ``docker-b`` holds the real-engine tests (the image's
+# build, the vLLM CPU reference, argv conformance, the engine scenario) and the slow
+# single-host files, ``docker`` the rest; the sizes are balanced from CI's durations
+# (docs/reference/ci.md). Every other test is spread over both workers around them. xdist's own
+# ``loadgroup`` does not group under pytest 9 (it renames node ids, which pytest 9 no longer
+# reads back), so the scheduler below groups by node id, from the marks written in the files.
 _DOCKER_MARKS = {"docker", "molecule"}
-ENGINE_ONLY_FILES = frozenset(
+DOCKER_B_FILES = frozenset(
     {
         "tests/integration/test_engine_image.py",
         "tests/integration/test_vllm_cpu_reference.py",
         "tests/integration/test_vllm_argv_conformance.py",
+        "tests/integration/test_interrupted_transitions.py",
+        "tests/integration/test_collection.py",
+        "tests/integration/test_undeploy.py",
     }
 )
+DOCKER_B_SCENARIOS = frozenset({"engine", "capacity", "rollback"})
+DOCKER_GROUPS = ("docker", "docker-b")
 
 
 def _marks(node: ast.AST) -> set[str]:
@@ -339,15 +347,19 @@ def docker_tests(path: Path) -> bool | set[str]:
 
 
 def xdist_scope(root: Path, nodeid: str, cache: dict[str, bool | set[str]]) -> str:
-    """The xdist work unit of a test: ``docker``, ``engine-image`` or the test's own node id."""
+    """The xdist work unit of a test: ``docker``, ``docker-b`` or the test's own node id."""
     path, _, rest = nodeid.partition("::")
     if path not in cache:
         file = root / path
         cache[path] = docker_tests(file) if file.suffix == ".py" else set()
     marked = cache[path]
-    function = rest.split("[", 1)[0]
+    function, _, param = rest.partition("[")
     if marked is True or (isinstance(marked, set) and function in marked):
-        return "engine-image" if path in ENGINE_ONLY_FILES else "docker"
+        if path in DOCKER_B_FILES:
+            return "docker-b"
+        if path.endswith("/test_molecule.py") and param.rstrip("]") in DOCKER_B_SCENARIOS:
+            return "docker-b"
+        return "docker"
     return nodeid
 
 
@@ -357,8 +369,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     cache: dict[str, bool | set[str]] = {}
 
-    class DockerOnOneWorker(LoadScopeScheduling):
+    class DockerGroupsFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(Path(config.rootpath), nodeid, cache)
 
-    return DockerOnOneWorker(config, log)
+        def _assign_work_unit(self, node: Any) -> None:
+            # The Docker groups are the longest units: hand them out first, one per worker.
+            for group in reversed(DOCKER_GROUPS):
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
+
+    return DockerGroupsFirst(config, log)
