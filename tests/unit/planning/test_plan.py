@@ -17,7 +17,7 @@ from ascend_deploy.planning import memory as memory_model
 from ascend_deploy.planning.plan import make_plan, valid_tp_sizes
 from ascend_deploy.planning.rules import load_rules, shipped_rules
 from ascend_deploy.versioning import version_key
-from ascend_sim.checkpoints import with_yarn, write_checkpoint
+from ascend_sim.checkpoints import with_yarn, write_checkpoint, write_modelslim_description
 
 GB64, GB32 = 65536, 32768
 IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (vllm-ascend #1363)
@@ -364,7 +364,7 @@ def test_quantization_ascend_refused_on_fp8_and_bf16(qwen3_checkpoints):
 def test_quantization_ascend_accepted_with_modelslim_description(tmp_path):
     d = tmp_path / "Qwen3-4B-w8a8"
     write_checkpoint(str(d), "qwen3-4b", fp8=False, data="sparse")
-    (d / "quant_model_description.json").write_text(json.dumps({"model_quant_type": "W8A8"}))
+    write_modelslim_description(str(d))
     for requested in ("ascend", None):  # explicit, and added automatically
         plan = make_plan(str(d), hbm_total_mb=GB64, quantization=requested)
         assert plan["quantization"] == "ascend"
