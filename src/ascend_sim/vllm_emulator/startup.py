@@ -66,8 +66,7 @@ class Deployment:
     max_model_len: int
     max_num_seqs: int
     budget: KvBudget
-    model_dir: str  # what the engine loads (a transformed copy for the garbage case)
-    garbage_reason: str | None = None
+    model_dir: str  # what the engine loads
     quantization: str | None = None  # the method the engine loads with ("ascend": W8A8)
     registrations: list[str] = field(default_factory=list)
     hccl_sock: socket.socket | None = None
@@ -354,17 +353,20 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if heads % args.tensor_parallel_size:
         _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
 
-    garbage_reason = None
+    if args.quantization == "ascend":
+        # vLLM ModelConfig._verify_quantization warns for a method outside its optimized list
+        # while the config is built (before auto-detection could set it).
+        log.warning("config.py:628", M.ASCEND_QUANT_SLOW)
     if has_description and quant != "ascend":
         # A ModelSlim checkpoint loaded as float (no flag, no auto-detection): the first
         # quant-only tensor has no parameter in the float layers (issues #5812, #11368).
         _fail_engine(log, [f"KeyError: '{_first_quant_param(model)}'"], loc="core.py:708")
     if quant == "ascend" and not has_description:
-        if beh.ascend_flag_on_float == "modelslim_error":
-            json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
-            _fail_engine(log, M.modelslim_not_found(model, json_names), loc="core.py:708")
-        log.warning("quantizer.py:40", M.ASCEND_QUANT_SLOW)
-        garbage_reason = "float weights loaded through the ModelSlim W8A8 path (int8 truncation)"
+        # No release loads a float model through the ModelSlim path (versions.py).
+        if beh.ascend_flag_on_float == "config_not_found":
+            _fail_api(log, [M.ASCEND_CONFIG_NOT_FOUND])
+        json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
+        _fail_engine(log, M.modelslim_not_found(model, json_names), loc="core.py:708")
 
     # 4. Worker init: devices, driver vs CANN, HCCL.
     tp = args.tensor_parallel_size
@@ -556,7 +558,6 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         max_num_seqs=max_num_seqs,
         budget=budget,
         model_dir=model,
-        garbage_reason=garbage_reason,
         quantization=quant,
         hccl_sock=hccl_sock,
     )

@@ -244,6 +244,26 @@ def _ask(emu: Emulator, q: dict) -> str:
     return ask_chat(emu.port, q)["content"] or ""
 
 
+@pytest.mark.parametrize(
+    ("row", "detected"),
+    [("v0.14.0rc1", False), ("v0.15.0rc1", True), ("v0.16.0rc1", False), ("v0.17.0rc1", True)],
+)
+def test_without_the_flag_auto_detection_per_release(tmp_path, row, detected):
+    """maybe_auto_detect_quantization: at v0.15.0rc1 (PR #6645), reverted at v0.16.0rc1
+    (#6873), back from v0.17.0rc1 (#7111); elsewhere the float loader meets deq_scale."""
+    emu = Emulator(_serve_args(), _env(tmp_path, row)).start()
+    try:
+        if detected:
+            assert emu.ready, emu.output()
+            assert "Auto-detected quantization method 'ascend'" in emu.output()
+            assert _correct(QUESTIONS[0], _ask(emu, QUESTIONS[0]))
+        else:
+            assert emu.wait(60) == 1
+            assert "KeyError: 'layers.0.mlp.gate_up_proj.deq_scale'" in emu.output()
+    finally:
+        emu.stop()
+
+
 def test_v0_11_without_the_flag_stops_with_the_quant_key_error(tmp_path):
     emu = Emulator(_serve_args(), _env(tmp_path, "v0.11.0")).start()
     assert emu.wait(60) == 1
