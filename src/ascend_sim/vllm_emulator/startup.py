@@ -34,7 +34,7 @@ from . import messages as M
 from .args import parse_serve_args
 from .memory import GIB, MIB, KvBudget, kv_budget
 from .model_config import MODELSLIM_FILE as MODELSLIM_DESCRIPTION
-from .model_config import derived_max_model_len
+from .model_config import derived_max_model_len, modelslim_load_error
 from .versions import Behaviour, behaviour_for, load_row, log_has_process_prefix
 from .vlog import VLog
 
@@ -319,7 +319,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     config = load_config(model)
     archs = config.get("architectures") or ["?"]
     log.info("__init__.py:744", M.RESOLVED_ARCH.format(arch=archs[0]))
-    _layers, heads, kv_heads, head_dim = _head_dims(config, model)
+    layers, heads, kv_heads, head_dim = _head_dims(config, model)
     # vLLM's _get_and_verify_max_len, encoded by the emulator itself (model_config.py).
     try:
         derived = derived_max_model_len(config)
@@ -425,6 +425,12 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         (info.name, tuple(info.shape), info.nbytes)
         for _shard, info in read_weight_layout(model).tensors()
     ]
+    if quant == "ascend":
+        # Building the layers looks each linear layer up in the description (model_config.py).
+        desc = read_json_file(os.path.join(model, MODELSLIM_DESCRIPTION), "description")
+        err = modelslim_load_error(desc, {t[0] for t in tensors}, layers)
+        if err:
+            _fail_engine(log, [err], loc="core.py:708")
     state = env.state or {}
     chips = _devices_for(env, tp)
     devices = [(int(c["npu"]), int(c["chip"])) for c in chips]

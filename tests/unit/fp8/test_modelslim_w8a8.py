@@ -309,3 +309,46 @@ def test_w8a8_for_a_float16_model_is_refused_by_name(tmp_path, how):
     with pytest.raises(ValueError, match=r"W8A8 for float16 models \(310P\) needs deq_scale"):
         write_modelslim_w8a8(str(src), str(tmp_path / "w8a8"), ["hi"], **kwargs)
     assert not (tmp_path / "w8a8").exists()
+
+
+def _broken_copy(tmp_path, change) -> str:
+    model = tmp_path / "broken"
+    shutil.copytree(W8A8, model)
+    path = model / "quant_model_description.json"
+    desc = json.loads(path.read_text())
+    change(desc)
+    path.write_text(json.dumps(desc))
+    return str(model)
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (
+            lambda d: d.pop("model.layers.0.self_attn.k_proj.weight"),
+            "KeyError: 'model.layers.0.self_attn.k_proj.weight'",
+        ),
+        (
+            lambda d: d.pop("model.layers.1.mlp.down_proj.weight"),
+            "KeyError: 'model.layers.1.mlp.down_proj.weight'",
+        ),
+        (
+            lambda d: d.update({"model.layers.0.mlp.up_proj.weight": "FLOAT"}),
+            "ValueError: Detected some but not all shards of model.layers.0.mlp.gate_up_proj "
+            "are quantized. All shards of fused layers to have the same precision.",
+        ),
+        (
+            lambda d: d.update({"model.layers.0.self_attn.v_proj.weight": "W8A8_DYNAMIC"}),
+            "ValueError: Not all shards of model.layers.0.self_attn.qkv_proj are quantized with "
+            "same quant type. Shard qkv_proj uses W8A8_DYNAMIC, but another shard uses W8A8.",
+        ),
+    ],
+)
+def test_emulator_fails_loading_an_incomplete_description(tmp_path, change, error):
+    """Upstream's ModelSlim config looks each linear layer's .weight up while building it."""
+    model = _broken_copy(tmp_path, change)
+    args = [model, *_serve_args("--quantization", "ascend")[1:]]
+    emu = Emulator(args, _env(tmp_path, "v0.23.0")).start()
+    assert emu.wait(60) == 1
+    assert error in emu.output()
+    assert "Starting vLLM API server" not in emu.output()
