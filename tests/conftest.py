@@ -11,6 +11,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -47,6 +48,123 @@ def tiny_bf16(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     dst = tmp_path_factory.mktemp("tiny") / "qwen3-tiny"
     convert_checkpoint(str(TINY_FP8), str(dst))
+    return str(dst)
+
+
+_LINEAR_RE = re.compile(r"\.(q|k|v|o|gate|up|down)_proj\.weight$")
+
+
+def _to_f32(raw, dtype: str):
+    import numpy as np
+
+    if dtype == "BF16":
+        return (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if dtype == "F16":
+        return np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+    return np.frombuffer(raw, dtype=np.float32).copy()
+
+
+def _from_f32(values, dtype: str) -> bytes:
+    import numpy as np
+
+    if dtype == "BF16":
+        # Integers in [-128, 127] are exact in BF16, so dropping the low half is exact.
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    if dtype == "F16":
+        return values.astype(np.float16).tobytes()
+    return values.astype(np.float32).tobytes()
+
+
+def int8_truncated_copy(src: str, dst: str) -> int:
+    """Copy ``src`` to ``dst`` with the linear weights truncated to int8 values (what copying
+    float weights into int8 parameters does); its answers are garbage. Returns the count."""
+    import numpy as np
+
+    from ascend_deploy.model.files import read_weight_layout
+
+    layout = read_weight_layout(src)
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        p = os.path.join(src, name)
+        if os.path.isfile(p):
+            shutil.copyfile(p, os.path.join(dst, name))
+    changed = 0
+    for shard in layout.shards:
+        header = layout.headers[shard]
+        with open(os.path.join(dst, shard), "r+b") as fh:
+            for info in header.tensors.values():
+                if not _LINEAR_RE.search(info.name) or info.dtype not in ("BF16", "F16", "F32"):
+                    continue
+                fh.seek(header.data_offset + info.begin)
+                raw = fh.read(info.nbytes)
+                vals = np.clip(np.trunc(_to_f32(raw, info.dtype)), -128, 127)
+                fh.seek(header.data_offset + info.begin)
+                fh.write(_from_f32(vals, info.dtype))
+                changed += 1
+    return changed
+
+
+def _load_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _dump_json(path: str, doc: dict) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+
+
+def scales_ignored_copy(src: str, dst: str) -> None:
+    """The classic wrong conversion: cast FP8 to BF16 and drop the scales (docs/sources.md);
+    its answers are garbage (pitfall 7's signature). Needs numpy, ml_dtypes and safetensors."""
+    import ml_dtypes
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from ascend_deploy.model.safetensors_header import read_header
+
+    os.makedirs(dst)
+    for name in os.listdir(src):
+        if not name.endswith(".safetensors"):
+            shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+    cfg_path = os.path.join(dst, "config.json")
+    cfg = _load_json(cfg_path)
+    cfg.pop("quantization_config", None)
+    _dump_json(cfg_path, cfg)
+    idx_path = os.path.join(dst, "model.safetensors.index.json")
+    index = _load_json(idx_path)
+    index["weight_map"] = {
+        k: v for k, v in index["weight_map"].items() if not k.endswith("_scale_inv")
+    }
+    _dump_json(idx_path, index)
+    kinds = {
+        "F8_E4M3": ml_dtypes.float8_e4m3fn,
+        "BF16": ml_dtypes.bfloat16,
+        "F32": np.float32,
+        "F16": np.float16,
+    }
+    for shard in sorted(set(index["weight_map"].values())):
+        path = os.path.join(src, shard)
+        header = read_header(path)
+        raw = np.memmap(path, dtype=np.uint8, mode="r")
+        out = {}
+        for info in header.tensors.values():
+            if info.name.endswith("_scale_inv"):
+                continue
+            data = raw[header.data_offset + info.begin : header.data_offset + info.end]
+            arr = data.view(kinds[info.dtype]).reshape(info.shape)
+            if info.dtype == "F8_E4M3":
+                arr = arr.astype(np.float32).astype(ml_dtypes.bfloat16)
+            out[info.name] = np.ascontiguousarray(arr)
+        save_file(out, os.path.join(dst, shard))
+
+
+@pytest.fixture(scope="session")
+def tiny_int8_truncated(tiny_bf16: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny BF16 model with its projections truncated to int8 values: answers garbage."""
+    pytest.importorskip("numpy")
+    dst = tmp_path_factory.mktemp("tiny-int8") / "qwen3-tiny-int8-truncated"
+    int8_truncated_copy(tiny_bf16, str(dst))
     return str(dst)
 
 

@@ -621,3 +621,23 @@ def _w8a8_tensors(directory: str) -> dict:
         data = raw[start : start + info.nbytes].view(kinds[info.dtype]).reshape(info.shape)
         out[tname] = (info.dtype, data)
     return out
+
+
+def write_modelslim_description(model_dir: str, quant_type: str = "W8A8") -> dict:
+    """Write a complete ``quant_model_description.json`` for the checkpoint in ``model_dir``.
+
+    Every linear layer's weight (``ascend_deploy.model.modelslim.linear_weights``) gets
+    ``quant_type``, every other tensor ``FLOAT``: the shape of a ModelSlim export that
+    upstream's loader accepts, for tests that need a ModelSlim directory without its
+    quantized tensors (the weights stay as they are). Returns the description.
+    """
+    from ascend_deploy.model.files import read_weight_layout
+    from ascend_deploy.model.modelslim import linear_weights
+
+    layout = read_weight_layout(model_dir)
+    names = sorted(info.name for _shard, info in layout.tensors())
+    linear = set(linear_weights((i.name, i.shape) for _s, i in layout.tensors()))
+    description = {"model_quant_type": quant_type, "version": "1.0.0"}
+    description.update({n: quant_type if n in linear else "FLOAT" for n in names})
+    write_json(os.path.join(model_dir, "quant_model_description.json"), description)
+    return description

@@ -33,8 +33,9 @@ def test_one_version_for_cli_wheel_and_collection(capsys):
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {
         "attr": "ascend_deploy.__version__"
     }
-    first = re.search(r"^## (\S+)", (REPO / "CHANGELOG.md").read_text(), re.M)
-    assert first and first.group(1) == __version__  # the changelog's newest entry
+    # the changelog's newest released entry (an "Unreleased" section may come first)
+    first = re.search(r"^## (?!Unreleased$)(\S+)", (REPO / "CHANGELOG.md").read_text(), re.M)
+    assert first and first.group(1) == __version__
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.strip() == f"ascend-deploy {__version__}"

@@ -4,7 +4,9 @@ test_fast_path.py deployed tests/data/tiny-qwen3-w8a8 with deploy.yml (model_wei
 never, NPUs 0 and 1) and verification passed. Here, on the host: it is served as it is with
 ``--quantization ascend`` (no conversion); the v0.11.0 image (no auto-detection) refuses it
 without the flag with the KeyError of the quant-only tensors; the same image given the flag for
-the float BF16 model starts and answers garbage, which ``ascend-deploy verify`` fails.
+the float BF16 model stops before serving with vLLM's "Cannot find the config file for ascend"
+(vllm-ascend up to v0.14.0rc1 and v0.16.0rc1 list quant_model_description.json in
+get_config_filenames(); https://github.com/vllm-project/vllm-ascend/issues/6790).
 """
 
 from __future__ import annotations
@@ -72,23 +74,14 @@ def test_release_without_auto_detection_refuses_it_without_the_flag(host):
     assert "KeyError: 'layers.0.mlp.gate_up_proj.deq_scale'" in done.stdout + done.stderr
 
 
-def test_the_flag_on_a_float_model_garbles_and_verify_fails_it(host):
+def test_the_flag_on_a_float_model_is_refused_at_start(host):
     replica = inspect(host, f"{SERVICE}-0")
     host.run(f"docker rm -f {PROBE}")
     argv = serve_argv(replica, FLOAT_MODEL, 8100, quantization=True)
-    started = host.run(run_argv(replica, OLD_IMAGE, argv, npu=5, detach=True, model=FLOAT_MODEL))
-    assert started.rc == 0, started.stderr
-    try:
-        verify = host.run(
-            "PYTHONPATH=/opt/ascend-sim/src python3 -m ascend_deploy.cli verify "
-            "--url http://127.0.0.1:8100 --timeout 120 --concurrency 1 --no-max-len-probe --json"
-        )
-        logs = host.check_output(f"docker logs {PROBE} 2>&1")
-    finally:
-        host.run(f"docker rm -f {PROBE}")
-    assert "ascend quantization is not fully optimized yet" in logs
-    assert verify.rc == 1, verify.stdout[-2000:] + verify.stderr
-    report = json.loads(verify.stdout)
-    assert not report["ok"]
-    smoke = next(f for f in report["failures"] if f.startswith("smoke:"))
-    assert "garbage:" in smoke, report["failures"]
+    done = host.run(run_argv(replica, OLD_IMAGE, argv, npu=5, model=FLOAT_MODEL))
+    host.run(f"docker rm -f {PROBE}")
+    out = done.stdout + done.stderr
+    assert done.rc == 1, out
+    assert "ascend quantization is not fully optimized yet" in out
+    assert "ValueError: Cannot find the config file for ascend" in out
+    assert "Starting vLLM API server" not in out

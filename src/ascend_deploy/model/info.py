@@ -23,6 +23,7 @@ from .files import (
     read_weight_layout,
     weights_on_disk,
 )
+from .modelslim import check_description, linear_weights
 
 FP8_DTYPES = frozenset({"F8_E4M3", "F8_E5M2"})
 SCALE_SUFFIX = "_scale_inv"
@@ -403,6 +404,10 @@ def inspect_model(model_dir: str, fp8_native: bool = False, estimate: bool = Fal
             return _estimated(facts, model_dir, fp8_native, total_size)
 
     layout = read_weight_layout(model_dir)
+    if quant_method == "ascend":
+        desc = os.path.join(model_dir, MODELSLIM_DESCRIPTION)
+        weights = linear_weights((info.name, info.shape) for _shard, info in layout.tensors())
+        check_description(read_json_file(desc, "ModelSlim quantization description"), weights, desc)
     on_disk = served = 0
     count = served_count = 0
     fp8_tensors = 0

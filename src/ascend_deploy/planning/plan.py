@@ -36,7 +36,14 @@ from ..errors import InputError
 from ..model.info import inspect_model
 from .layout import planned_env, replica_specs, swap_space
 from .memory import DEFAULT_MODEL, MemoryModel
-from .rules import block_fp8_native, check_rules, load_rules, rule_applies, shipped_rules
+from .rules import (
+    block_fp8_native,
+    check_rules,
+    load_rules,
+    modelslim_autodetected,
+    rule_applies,
+    shipped_rules,
+)
 from .tp import Sizing, choose_tp, model_tp_sizes, valid_tp_sizes
 from .validation import (
     check_extra_args,
@@ -116,6 +123,8 @@ def make_plan(
     facts = inspect_model(model_dir, fp8_native=fp8_native, estimate=estimate_weights)
     check_model(facts, model_dir, max_model_len)
     quant_flag = resolve_quantization(facts, quantization, model_dir, fp8_why)
+    if quant_flag == "ascend" and quantization is None:
+        notes.append(_modelslim_note(rules, vllm_ascend))
     if hw.get("eager_only") and not enforce_eager:
         enforce_eager = True
         notes.append(f"{hw['name']} runs in eager mode only: --enforce-eager added")
@@ -264,6 +273,25 @@ def _result(
         "replica_launch": launches,
         "command": shlex.join(launches[0]["argv"]),
     }
+
+
+def _modelslim_note(rules: dict, vllm_ascend: str | None) -> str:
+    """Why the plan adds ``--quantization ascend`` to a ModelSlim checkpoint, per release."""
+    detected = modelslim_autodetected(rules, vllm_ascend)
+    if detected is None:
+        return "--quantization ascend added for the ModelSlim checkpoint"
+    if detected:
+        return (
+            f"--quantization ascend added for the ModelSlim checkpoint (vllm-ascend "
+            f"{vllm_ascend} would also detect it from quant_model_description.json)"
+        )
+    rule = rules["flags"]["--quantization ascend"]
+    where = ", ".join([*rule.get("auto_detected_in", []), f"{rule['auto_detected_from']} on"])
+    return (
+        f"--quantization ascend added for the ModelSlim checkpoint: vllm-ascend {vllm_ascend} "
+        f"does not detect it (releases that do: {where}), and without the flag loading fails "
+        "with a KeyError on a quant-only tensor such as deq_scale"
+    )
 
 
 def serve_flags(

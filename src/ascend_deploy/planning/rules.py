@@ -97,6 +97,20 @@ def block_fp8_rule(rules: dict, vllm_ascend: str | None) -> dict | None:
     return None
 
 
+def modelslim_autodetected(rules: dict, vllm_ascend: str | None) -> bool | None:
+    """Whether the release detects a ModelSlim checkpoint without ``--quantization ascend``.
+
+    From the ``--quantization ascend`` flag rule: ``auto_detected_in`` (single releases) or at
+    least ``auto_detected_from``; None when the release is unknown.
+    """
+    if vllm_ascend is None:
+        return None
+    rule = rules["flags"]["--quantization ascend"]
+    if vllm_ascend in rule.get("auto_detected_in", []):
+        return True
+    return version_key(vllm_ascend) >= version_key(rule["auto_detected_from"])
+
+
 def block_fp8_native(rules: dict, hw: dict, vllm_ascend: str | None) -> tuple[bool, str]:
     """Whether the release serves a block-FP8 checkpoint as it is on ``hw``, and why not.
 

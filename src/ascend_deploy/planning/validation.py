@@ -199,8 +199,9 @@ def resolve_quantization(
             kind = f"a {method.upper()} checkpoint" if method else "a float (unquantized) model"
             raise CheckFailed(
                 f"--quantization ascend needs a ModelSlim checkpoint with {desc}, but "
-                f"{model_dir} is {kind}; vLLM-Ascend would refuse it ('ModelSlim Quantization "
-                "Config Not Found') or produce garbage. Drop --quantization"
+                f"{model_dir} is {kind}; vLLM-Ascend refuses it at start ('Cannot find the config "
+                "file for ascend' up to v0.14.0rc1 and at v0.16.0rc1, 'ModelSlim Quantization "
+                "Config Not Found' at v0.15.0rc1 and from v0.17.0rc1). Drop --quantization"
                 + (", the FP8 weights are converted to BF16" if method == "fp8" else "")
             )
         if req == "fp8" and not fp8_native:

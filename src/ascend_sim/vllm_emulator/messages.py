@@ -216,9 +216,18 @@ def modelslim_not_found(model: str, json_names: list[str]) -> list[str]:
     return lines
 
 
-# Source: vllm-ascend vllm_ascend/quantization/utils.py (auto-detection since v0.17.0rc1).
+# vLLM get_quant_config (vllm/model_executor/model_loader/weight_utils.py) while VllmConfig is
+# built, when vllm-ascend's ModelSlim config lists quant_model_description.json in
+# get_config_filenames() and the model has none: v0.7.3 - v0.14.0rc1 and v0.16.0rc1
+# (vllm_ascend/quantization/quant_config.py@v0.11.0, modelslim_config.py@v0.16.0rc1).
+# Real log: https://github.com/vllm-project/vllm-ascend/issues/6790 (v0.13.0rc2, v0.14.0rc1).
+ASCEND_CONFIG_NOT_FOUND = "ValueError: Cannot find the config file for ascend"
+# Source: vllm-ascend vllm_ascend/quantization/utils.py (auto-detection at v0.15.0rc1 and
+# since v0.17.0rc1; v0.16.0rc1 reverted it).
 QUANT_AUTODETECTED = "Auto-detected quantization method '{method}' from {source}"
-# Source: older-era startup line, https://github.com/vllm-project/vllm-ascend/issues/1233
+# Source: vLLM ModelConfig._verify_quantization (any method outside its optimized list);
+# real logs: https://github.com/vllm-project/vllm-ascend/issues/1233 (v0.8.x) and
+# "WARNING ... config.py:628] ascend quantization is not fully optimized yet" (vLLM 0.7.3).
 ASCEND_QUANT_SLOW = (
     "ascend quantization is not fully optimized yet. The speed can be slower than "
     "non-quantized models."

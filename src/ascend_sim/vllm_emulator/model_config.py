@@ -69,3 +69,58 @@ def derived_max_model_len(config: dict) -> int:
             derived = scaling.get("original_max_position_embeddings") or derived
         return int(derived * factor)  # per-layer-type dicts share one length
     return int(derived)
+
+
+# What vllm-ascend's ModelSlim config raises while the model is built, layer by layer, for a
+# quant_model_description.json that lacks a linear layer's "<prefix>.weight" or mixes the
+# precision of a fused layer's shards (vllm_ascend/quantization/quant_config.py@v0.11.0
+# is_layer_skipped_ascend; modelslim_config.py@v0.23.0 is_layer_skipped_ascend and
+# get_linear_quant_type; "Not all shards" is there from v0.9.1 on). Real KeyError:
+# https://github.com/vllm-project/vllm-ascend/issues/569. Dense decoder layers only (the
+# tiny models): attention qkv_proj, o_proj, then the MLP gate_up_proj, down_proj.
+_LAYER_LINEARS = (
+    ("self_attn", "qkv_proj", ("q_proj", "k_proj", "v_proj")),
+    ("self_attn", "o_proj", ()),
+    ("mlp", "gate_up_proj", ("gate_proj", "up_proj")),
+    ("mlp", "down_proj", ()),
+)
+
+
+def _fused_error(desc: dict, prefix: str, proj: str, shards: tuple[str, ...]) -> str | None:
+    fused = f"{prefix}.{proj}"
+    keys = [f"{prefix}.{s}.weight" for s in shards]
+    for key in keys:
+        if key not in desc:
+            return f"KeyError: '{key}'"
+    if len({desc[k] == "FLOAT" for k in keys}) > 1:
+        return (
+            f"ValueError: Detected some but not all shards of {fused} are quantized. "
+            "All shards of fused layers to have the same precision."
+        )
+    first = desc[keys[0]]
+    for key in keys[1:]:
+        if desc[key] != first:
+            return (
+                f"ValueError: Not all shards of {fused} are quantized with same quant type. "
+                f"Shard {proj} uses {desc[key]}, but another shard uses {first}. "
+                "Please check quantization config."
+            )
+    return None
+
+
+def modelslim_load_error(desc: dict, weight_names: set[str], layers: int) -> str | None:
+    """The first error building the model raises for this description, or None."""
+    for i in range(layers):
+        for block, proj, shards in _LAYER_LINEARS:
+            prefix = f"model.layers.{i}.{block}"
+            names = shards or (proj,)
+            if not any(f"{prefix}.{n}.weight" in weight_names for n in names):
+                continue  # not a dense layer of this kind (MoE experts, another naming)
+            if shards:
+                err = _fused_error(desc, prefix, proj, shards)
+            else:
+                key = f"{prefix}.{proj}.weight"
+                err = None if key in desc else f"KeyError: '{key}'"
+            if err:
+                return err
+    return None

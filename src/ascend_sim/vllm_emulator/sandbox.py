@@ -74,9 +74,23 @@ def default_state(
     }
 
 
+def matrix_row(release: str) -> dict:
+    """The image row of ``release`` in the shipped compat matrix, on A2 (KeyError if absent)."""
+    from ascend_deploy.resources import data_path
+
+    with open(data_path("compat_matrix.json"), encoding="utf-8") as fh:
+        rows = json.load(fh)["rows"]
+    for row in rows:
+        if row["vllm_ascend"] == release:
+            keys = ("vllm_ascend", "vllm", "torch", "torch_npu", "cann")
+            return {**{k: row[k] for k in keys}, "hardware": "a2"}
+    raise KeyError(release)
+
+
 def write_row(path: str, row: dict | str) -> str:
-    """Write a row.json (a ROWS key or a row dict); returns the path."""
-    doc = ROWS[row] if isinstance(row, str) else row
+    """Write a row.json (a ROWS key, another shipped matrix release's A2 row, or a row dict);
+    returns the path."""
+    doc = (ROWS.get(row) or matrix_row(row)) if isinstance(row, str) else row
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     return path

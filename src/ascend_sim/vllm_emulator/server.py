@@ -838,7 +838,7 @@ def _stats_loop(app: App, stop: threading.Event, interval: float) -> None:
 
 def run_server(dep: Deployment) -> int:
     """Load the model, print the start-up lines and serve until SIGTERM/SIGINT."""
-    loaded = LoadedModel(dep.model_dir, dep.garbage_reason, dep.quantization)
+    loaded = LoadedModel(dep.model_dir, dep.quantization)
     server, app = make_server(dep, loaded)
     log = dep.log
     host = dep.args.host or "0.0.0.0"

@@ -34,7 +34,7 @@ from . import messages as M
 from .args import parse_serve_args
 from .memory import GIB, MIB, KvBudget, kv_budget
 from .model_config import MODELSLIM_FILE as MODELSLIM_DESCRIPTION
-from .model_config import derived_max_model_len
+from .model_config import derived_max_model_len, modelslim_load_error
 from .versions import Behaviour, behaviour_for, load_row, log_has_process_prefix
 from .vlog import VLog
 
@@ -66,8 +66,7 @@ class Deployment:
     max_model_len: int
     max_num_seqs: int
     budget: KvBudget
-    model_dir: str  # what the engine loads (a transformed copy for the garbage case)
-    garbage_reason: str | None = None
+    model_dir: str  # what the engine loads
     quantization: str | None = None  # the method the engine loads with ("ascend": W8A8)
     registrations: list[str] = field(default_factory=list)
     hccl_sock: socket.socket | None = None
@@ -320,7 +319,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     config = load_config(model)
     archs = config.get("architectures") or ["?"]
     log.info("__init__.py:744", M.RESOLVED_ARCH.format(arch=archs[0]))
-    _layers, heads, kv_heads, head_dim = _head_dims(config, model)
+    layers, heads, kv_heads, head_dim = _head_dims(config, model)
     # vLLM's _get_and_verify_max_len, encoded by the emulator itself (model_config.py).
     try:
         derived = derived_max_model_len(config)
@@ -354,17 +353,20 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if heads % args.tensor_parallel_size:
         _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
 
-    garbage_reason = None
+    if args.quantization == "ascend":
+        # vLLM ModelConfig._verify_quantization warns for a method outside its optimized list
+        # while the config is built (before auto-detection could set it).
+        log.warning("config.py:628", M.ASCEND_QUANT_SLOW)
     if has_description and quant != "ascend":
         # A ModelSlim checkpoint loaded as float (no flag, no auto-detection): the first
         # quant-only tensor has no parameter in the float layers (issues #5812, #11368).
         _fail_engine(log, [f"KeyError: '{_first_quant_param(model)}'"], loc="core.py:708")
     if quant == "ascend" and not has_description:
-        if beh.ascend_flag_on_float == "modelslim_error":
-            json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
-            _fail_engine(log, M.modelslim_not_found(model, json_names), loc="core.py:708")
-        log.warning("quantizer.py:40", M.ASCEND_QUANT_SLOW)
-        garbage_reason = "float weights loaded through the ModelSlim W8A8 path (int8 truncation)"
+        # No release loads a float model through the ModelSlim path (versions.py).
+        if beh.ascend_flag_on_float == "config_not_found":
+            _fail_api(log, [M.ASCEND_CONFIG_NOT_FOUND])
+        json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
+        _fail_engine(log, M.modelslim_not_found(model, json_names), loc="core.py:708")
 
     # 4. Worker init: devices, driver vs CANN, HCCL.
     tp = args.tensor_parallel_size
@@ -423,6 +425,12 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         (info.name, tuple(info.shape), info.nbytes)
         for _shard, info in read_weight_layout(model).tensors()
     ]
+    if quant == "ascend":
+        # Building the layers looks each linear layer up in the description (model_config.py).
+        desc = read_json_file(os.path.join(model, MODELSLIM_DESCRIPTION), "description")
+        err = modelslim_load_error(desc, {t[0] for t in tensors}, layers)
+        if err:
+            _fail_engine(log, [err], loc="core.py:708")
     state = env.state or {}
     chips = _devices_for(env, tp)
     devices = [(int(c["npu"]), int(c["chip"])) for c in chips]
@@ -556,7 +564,6 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         max_num_seqs=max_num_seqs,
         budget=budget,
         model_dir=model,
-        garbage_reason=garbage_reason,
         quantization=quant,
         hccl_sock=hccl_sock,
     )

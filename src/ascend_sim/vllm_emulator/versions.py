@@ -40,8 +40,9 @@ class Behaviour:
     supported_quantization: tuple[str, ...]
     # quant_model_description.json picked up without --quantization ascend.
     quant_autodetect: bool
-    # --quantization ascend on a float model: "modelslim_error" (boxed ValueError) or
-    # "garbage" (loads, the W8A8 path treats float weights as int8 -> garbage answers).
+    # --quantization ascend on a float model, refused at start by every release:
+    # "config_not_found" (vLLM's get_quant_config: "Cannot find the config file for ascend")
+    # or "modelslim_error" (vllm-ascend's boxed ValueError from maybe_update_config).
     ascend_flag_on_float: str
     # vllm-ascend sets PYTORCH_NPU_ALLOC_CONF=expandable_segments:True itself.
     sets_alloc_conf: bool
@@ -56,14 +57,23 @@ _Q21 = ("ascend", "compressed-tensors", "fp8", "deepseek_v4_fp8")
 # - supported_quantization: §4.1 table (v0.7.3-v0.11.0 ["ascend"]; v0.12.0rc1-v0.20.2rc1 adds
 #   "compressed-tensors"; v0.21.0rc1-v0.23.0 adds "fp8", "deepseek_v4_fp8") and §4.2
 #   (issue #14467: a Qwen3-style FP8 checkpoint then fails on o_groups).
-# - quant_autodetect: §4.1 "Auto-detection (since v0.17.0rc1; PR #6645, re-applied as #7111)".
-# - ascend_flag_on_float: §4.1 errors around the flag; the friendly ModelSlim error ships with
-#   the auto-detection rework, earlier releases load float weights into the W8A8 path.
+# - quant_autodetect: maybe_auto_detect_quantization, called from NPUPlatform.
+#   check_and_update_config, exists at v0.15.0rc1 (PR #6645), is reverted at v0.16.0rc1
+#   (#6873) and back from v0.17.0rc1 (#7111): vllm_ascend/quantization/utils.py@v0.15.0rc1,
+#   @v0.17.0rc1 (https://github.com/vllm-project/vllm-ascend/blob/v0.15.0rc1/vllm_ascend/quantization/utils.py).
+# - ascend_flag_on_float: the same PRs make the ModelSlim config's get_config_filenames()
+#   return [] and raise the boxed "ModelSlim Quantization Config Not Found" instead; before
+#   (v0.7.3 - v0.14.0rc1) and at v0.16.0rc1 it returns ["quant_model_description.json"], so
+#   vLLM's get_quant_config raises "Cannot find the config file for ascend"
+#   (quant_config.py@v0.11.0, modelslim_config.py@v0.16.0rc1; issue #6790). No release
+#   loads a float model through the W8A8 path, so none answers garbage for this input.
 # - sets_alloc_conf: §3.1 "Since v0.14.0rc1 ... vllm-ascend sets expandable_segments:True itself".
 BEHAVIOUR: list[tuple[str, Behaviour]] = [
-    ("v0.7.0", Behaviour(_Q0, False, "garbage", False)),
-    ("v0.12.0rc1", Behaviour(_Q12, False, "garbage", False)),
-    ("v0.14.0rc1", Behaviour(_Q12, False, "garbage", True)),
+    ("v0.7.0", Behaviour(_Q0, False, "config_not_found", False)),
+    ("v0.12.0rc1", Behaviour(_Q12, False, "config_not_found", False)),
+    ("v0.14.0rc1", Behaviour(_Q12, False, "config_not_found", True)),
+    ("v0.15.0rc1", Behaviour(_Q12, True, "modelslim_error", True)),
+    ("v0.16.0rc1", Behaviour(_Q12, False, "config_not_found", True)),
     ("v0.17.0rc1", Behaviour(_Q12, True, "modelslim_error", True)),
     ("v0.21.0rc1", Behaviour(_Q21, True, "modelslim_error", True)),
 ]

@@ -244,6 +244,26 @@ def _ask(emu: Emulator, q: dict) -> str:
     return ask_chat(emu.port, q)["content"] or ""
 
 
+@pytest.mark.parametrize(
+    ("row", "detected"),
+    [("v0.14.0rc1", False), ("v0.15.0rc1", True), ("v0.16.0rc1", False), ("v0.17.0rc1", True)],
+)
+def test_without_the_flag_auto_detection_per_release(tmp_path, row, detected):
+    """maybe_auto_detect_quantization: at v0.15.0rc1 (PR #6645), reverted at v0.16.0rc1
+    (#6873), back from v0.17.0rc1 (#7111); elsewhere the float loader meets deq_scale."""
+    emu = Emulator(_serve_args(), _env(tmp_path, row)).start()
+    try:
+        if detected:
+            assert emu.ready, emu.output()
+            assert "Auto-detected quantization method 'ascend'" in emu.output()
+            assert _correct(QUESTIONS[0], _ask(emu, QUESTIONS[0]))
+        else:
+            assert emu.wait(60) == 1
+            assert "KeyError: 'layers.0.mlp.gate_up_proj.deq_scale'" in emu.output()
+    finally:
+        emu.stop()
+
+
 def test_v0_11_without_the_flag_stops_with_the_quant_key_error(tmp_path):
     emu = Emulator(_serve_args(), _env(tmp_path, "v0.11.0")).start()
     assert emu.wait(60) == 1
@@ -289,3 +309,46 @@ def test_w8a8_for_a_float16_model_is_refused_by_name(tmp_path, how):
     with pytest.raises(ValueError, match=r"W8A8 for float16 models \(310P\) needs deq_scale"):
         write_modelslim_w8a8(str(src), str(tmp_path / "w8a8"), ["hi"], **kwargs)
     assert not (tmp_path / "w8a8").exists()
+
+
+def _broken_copy(tmp_path, change) -> str:
+    model = tmp_path / "broken"
+    shutil.copytree(W8A8, model)
+    path = model / "quant_model_description.json"
+    desc = json.loads(path.read_text())
+    change(desc)
+    path.write_text(json.dumps(desc))
+    return str(model)
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (
+            lambda d: d.pop("model.layers.0.self_attn.k_proj.weight"),
+            "KeyError: 'model.layers.0.self_attn.k_proj.weight'",
+        ),
+        (
+            lambda d: d.pop("model.layers.1.mlp.down_proj.weight"),
+            "KeyError: 'model.layers.1.mlp.down_proj.weight'",
+        ),
+        (
+            lambda d: d.update({"model.layers.0.mlp.up_proj.weight": "FLOAT"}),
+            "ValueError: Detected some but not all shards of model.layers.0.mlp.gate_up_proj "
+            "are quantized. All shards of fused layers to have the same precision.",
+        ),
+        (
+            lambda d: d.update({"model.layers.0.self_attn.v_proj.weight": "W8A8_DYNAMIC"}),
+            "ValueError: Not all shards of model.layers.0.self_attn.qkv_proj are quantized with "
+            "same quant type. Shard qkv_proj uses W8A8_DYNAMIC, but another shard uses W8A8.",
+        ),
+    ],
+)
+def test_emulator_fails_loading_an_incomplete_description(tmp_path, change, error):
+    """Upstream's ModelSlim config looks each linear layer's .weight up while building it."""
+    model = _broken_copy(tmp_path, change)
+    args = [model, *_serve_args("--quantization", "ascend")[1:]]
+    emu = Emulator(args, _env(tmp_path, "v0.23.0")).start()
+    assert emu.wait(60) == 1
+    assert error in emu.output()
+    assert "Starting vLLM API server" not in emu.output()

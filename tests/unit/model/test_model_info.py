@@ -9,7 +9,7 @@ import pytest
 
 from ascend_deploy.errors import InputError
 from ascend_deploy.model.info import inspect_model, kv_bytes_per_token, read_architecture
-from ascend_sim.checkpoints import QWEN3_ARCHS, write_checkpoint
+from ascend_sim.checkpoints import QWEN3_ARCHS, write_checkpoint, write_modelslim_description
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +66,7 @@ def test_bf16_model_needs_no_conversion(tmp_path):
 
 
 def test_modelslim_description_means_ascend(small_model):
-    (small_model / "quant_model_description.json").write_text(
-        json.dumps({"model.layers.0.mlp.up_proj.weight": "W8A8_DYNAMIC"})
-    )
+    write_modelslim_description(str(small_model), "W8A8_DYNAMIC")
     assert inspect_model(str(small_model))["quant_method"] == "ascend"
 
 

@@ -17,7 +17,7 @@ from ascend_deploy.planning import memory as memory_model
 from ascend_deploy.planning.plan import make_plan, valid_tp_sizes
 from ascend_deploy.planning.rules import load_rules, shipped_rules
 from ascend_deploy.versioning import version_key
-from ascend_sim.checkpoints import with_yarn, write_checkpoint
+from ascend_sim.checkpoints import with_yarn, write_checkpoint, write_modelslim_description
 
 GB64, GB32 = 65536, 32768
 IDLE_USED = 3400  # what npu-smi shows used on an idle 910B (vllm-ascend #1363)
@@ -364,7 +364,7 @@ def test_quantization_ascend_refused_on_fp8_and_bf16(qwen3_checkpoints):
 def test_quantization_ascend_accepted_with_modelslim_description(tmp_path):
     d = tmp_path / "Qwen3-4B-w8a8"
     write_checkpoint(str(d), "qwen3-4b", fp8=False, data="sparse")
-    (d / "quant_model_description.json").write_text(json.dumps({"model_quant_type": "W8A8"}))
+    write_modelslim_description(str(d))
     for requested in ("ascend", None):  # explicit, and added automatically
         plan = make_plan(str(d), hbm_total_mb=GB64, quantization=requested)
         assert plan["quantization"] == "ascend"
@@ -798,3 +798,34 @@ def test_an_a3_plan_places_one_replica_per_die_and_says_why(qwen3_checkpoints):
     assert not any("die" in n for n in make_plan(
         qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB64, hbm_used_mb=IDLE_USED, npus=8,
     )["notes"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("release", "detected"),
+    [("v0.14.0rc1", False), ("v0.15.0rc1", True), ("v0.16.0rc1", False), ("v0.17.0rc1", True)],
+)
+def test_modelslim_flag_note_says_whether_the_release_detects_it(tmp_path, release, detected):
+    d = tmp_path / "Qwen3-4B-w8a8"
+    write_checkpoint(str(d), "qwen3-4b", fp8=False, data="sparse")
+    write_modelslim_description(str(d))
+    plan = make_plan(str(d), hbm_total_mb=GB64, vllm_ascend=release)
+    assert flag(plan["argv"], "--quantization") == "ascend"
+    (note,) = [n for n in plan["notes"] if n.startswith("--quantization ascend added")]
+    if detected:
+        assert f"vllm-ascend {release} would also detect it" in note
+    else:
+        assert f"vllm-ascend {release} does not detect it" in note
+        assert "(releases that do: v0.15.0rc1, v0.17.0rc1 on)" in note
+
+
+def test_planner_and_emulator_agree_on_modelslim_detection_for_every_release():
+    """One fact, two copies (the planner's data, the emulator's behaviour table)."""
+    from ascend_deploy.planning.compat import load_matrix
+    from ascend_deploy.planning.rules import modelslim_autodetected, shipped_rules
+    from ascend_sim.vllm_emulator.versions import behaviour_for
+
+    releases = sorted({r["vllm_ascend"] for r in load_matrix()})
+    assert "v0.15.0rc1" in releases and "v0.16.0rc1" in releases
+    for release in releases:
+        planner = modelslim_autodetected(shipped_rules(), release)
+        assert planner == behaviour_for(release).quant_autodetect, release

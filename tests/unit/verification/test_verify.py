@@ -121,11 +121,10 @@ def test_smoke_stream_burst_and_max_length_on_the_tiny_model(tmp_path, tiny_bf16
 
 
 # -- garbage (pitfall 7) ---------------------------------------------------------------------------
-def test_quantization_ascend_on_old_release_is_reported_as_garbage(tmp_path, tiny_bf16):
+def test_garbage_answers_are_reported(tmp_path, tiny_int8_truncated):
+    """A model that answers garbage (projections truncated to int8 values) fails smoke."""
     env = sandbox(tmp_path, row="v0.11.0")
-    with serve(
-        tiny_bf16, env, "--quantization", "ascend", "--max-model-len", "4096"
-    ).start() as emu:
+    with serve(tiny_int8_truncated, env, "--max-model-len", "4096").start() as emu:
         assert emu.ready, emu.output()
         rep_dir = tmp_path / "report"
         res = cli("--url", emu.url, "--report", str(rep_dir), "--concurrency", "2",
@@ -268,18 +267,19 @@ def test_bad_suite_is_exit_2(tmp_path):
 
 
 # -- precision alignment against a CPU reference -----------------------------------------------
-PRECISION_CASES = [("v0.23.0", [], True), ("v0.11.0", ["--quantization", "ascend"], False)]
+PRECISION_CASES = [("v0.23.0", "tiny_bf16", True), ("v0.11.0", "tiny_int8_truncated", False)]
 
 
-@pytest.mark.parametrize("row, extra, ok", PRECISION_CASES)
-def test_precision_against_cpu_reference(tmp_path, tiny_bf16, row, extra, ok):
+@pytest.mark.parametrize("row, served, ok", PRECISION_CASES)
+def test_precision_against_cpu_reference(request, tmp_path, tiny_bf16, row, served, ok):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     env = sandbox(tmp_path, row=row)
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps([{"id": "p", "prompt": "What is the capital of France?",
                                   "expect_any": ["Paris"], "max_tokens": 40}]))  # fmt: skip
-    with serve(tiny_bf16, env, "--max-model-len", "2048", *extra).start() as emu:
+    model = request.getfixturevalue(served)
+    with serve(model, env, "--max-model-len", "2048").start() as emu:
         assert emu.ready, emu.output()
         report = run_verify(
             opts(emu, suite=str(suite), reference_model=tiny_bf16, max_len_probe=False)

@@ -2,20 +2,17 @@
 
 The committed FP8 test model (tests/data/tiny-qwen3-fp8) is refused as FP8 (pitfall 2),
 answers the verification questions once converted to BF16 with the bundle's converter,
-and answers garbage when converted wrongly (scales ignored) or loaded through the ModelSlim
-path on a release that does not check for the description file (pitfall 7).
+and answers garbage when converted wrongly (scales ignored). ``--quantization ascend`` on the
+float model is refused at start by every release (test_vllm_emulator_startup.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
-from conftest import DATA, ask_chat
+from conftest import DATA, ask_chat, scales_ignored_copy
 
-from ascend_deploy.model.safetensors_header import read_header
 from ascend_sim.vllm_emulator.sandbox import Emulator, emulator_env, make_root, write_row
 
 np = pytest.importorskip("numpy")
@@ -24,56 +21,6 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 FP8_MODEL = DATA / "tiny-qwen3-fp8"
 QUESTIONS = json.loads((DATA / "verification-questions.json").read_text(encoding="utf-8"))
 pytestmark = pytest.mark.skipif(not FP8_MODEL.is_dir(), reason="tiny test model not committed")
-
-
-def _load(path: str) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def _dump(path: str, doc: dict) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-
-
-def scales_ignored_copy(src: str, dst: str) -> None:
-    """The classic wrong conversion: cast FP8 to BF16 and drop the scales (docs/sources.md)."""
-    from safetensors.numpy import save_file
-
-    os.makedirs(dst)
-    for name in os.listdir(src):
-        if not name.endswith(".safetensors"):
-            shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
-    cfg_path = os.path.join(dst, "config.json")
-    cfg = _load(cfg_path)
-    cfg.pop("quantization_config", None)
-    _dump(cfg_path, cfg)
-    idx_path = os.path.join(dst, "model.safetensors.index.json")
-    index = _load(idx_path)
-    index["weight_map"] = {
-        k: v for k, v in index["weight_map"].items() if not k.endswith("_scale_inv")
-    }
-    _dump(idx_path, index)
-    kinds = {
-        "F8_E4M3": ml_dtypes.float8_e4m3fn,
-        "BF16": ml_dtypes.bfloat16,
-        "F32": np.float32,
-        "F16": np.float16,
-    }
-    for shard in sorted(set(index["weight_map"].values())):
-        path = os.path.join(src, shard)
-        header = read_header(path)
-        raw = np.memmap(path, dtype=np.uint8, mode="r")
-        out = {}
-        for info in header.tensors.values():
-            if info.name.endswith("_scale_inv"):
-                continue
-            data = raw[header.data_offset + info.begin : header.data_offset + info.end]
-            arr = data.view(kinds[info.dtype]).reshape(info.shape)
-            if info.dtype == "F8_E4M3":
-                arr = arr.astype(np.float32).astype(ml_dtypes.bfloat16)
-            out[info.name] = np.ascontiguousarray(arr)
-        save_file(out, os.path.join(dst, shard))
 
 
 @pytest.fixture(scope="module")
@@ -207,12 +154,6 @@ def _garbage_rate(emu: Emulator) -> float:
 
 def test_scales_ignored_conversion_answers_garbage(models):
     with _serve(models, "wrong") as emu:
-        assert _garbage_rate(emu) >= 0.9
-
-
-def test_ascend_flag_on_float_model_v0_11_answers_garbage(models):
-    with _serve(models, "bf16", "v0.11.0", "--quantization", "ascend") as emu:
-        assert "ascend quantization is not fully optimized yet" in emu.output()
         assert _garbage_rate(emu) >= 0.9
 
 

@@ -519,11 +519,38 @@ def test_ascend_quantization_on_float_model_v0_23_modelslim_error(tmp_path, tiny
     assert "quantization config file ('quant_model_description.json')." in res.stderr
 
 
-def test_ascend_quantization_on_float_model_v0_11_starts(tmp_path, tiny_random_model):
-    env = sandbox(tmp_path, row="v0.11.0")
-    with Emulator(serve_args(tiny_random_model, "--quantization", "ascend"), env).start() as emu:
-        assert emu.ready, emu.output()
-        assert M.ASCEND_QUANT_SLOW in emu.output()
+@pytest.mark.parametrize("row", ["v0.11.0", "v0.14.0rc1", "v0.16.0rc1"])
+def test_ascend_quantization_on_float_model_cannot_find_the_config_file(
+    tmp_path, tiny_random_model, row
+):
+    """Releases whose ModelSlim config lists quant_model_description.json in
+    get_config_filenames(): vLLM's get_quant_config refuses while the config is built."""
+    res = run(serve_args(tiny_random_model, "--quantization", "ascend"), sandbox(tmp_path, row=row))
+    assert res.returncode == 1
+    assert res.stderr.strip().endswith("ValueError: Cannot find the config file for ascend")
+    assert M.ASCEND_QUANT_SLOW in res.stdout + res.stderr
+    assert "ModelSlim Quantization Config Not Found" not in res.stderr
+    assert "Starting vLLM API server" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("row", ["v0.15.0rc1", "v0.17.0rc1"])
+def test_ascend_quantization_on_float_model_boxed_error_where_upstream_has_it(
+    tmp_path, tiny_random_model, row
+):
+    res = run(serve_args(tiny_random_model, "--quantization", "ascend"), sandbox(tmp_path, row=row))
+    assert res.returncode == 1
+    assert "ERROR: ModelSlim Quantization Config Not Found" in res.stderr
+    assert "Cannot find the config file" not in res.stderr
+
+
+def test_no_release_serves_a_float_model_with_the_ascend_flag():
+    """The float + --quantization ascend garbage is not upstream's: every release refuses it."""
+    from ascend_sim.vllm_emulator.versions import BEHAVIOUR
+
+    assert {b.ascend_flag_on_float for _v, b in BEHAVIOUR} == {
+        "config_not_found",
+        "modelslim_error",
+    }
 
 
 # -- pitfall 8: TP vs heads ---------------------------------------------------------------------
