@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from ..errors import InputError
 from ..model.info import inspect_model
 from .layout import planned_env, replica_specs, swap_space
-from .memory import DEFAULT_MODEL, MemoryModel
+from .memory import DEFAULT_MODEL, MemoryModel, capture_warning, profiles_memory, startup_refusal
 from .rules import block_fp8_native, check_rules, load_rules, rule_applies, shipped_rules
 from .tp import Sizing, choose_tp, model_tp_sizes, valid_tp_sizes
 from .validation import (
@@ -130,9 +130,15 @@ def make_plan(
         enforce_eager,
         max_model_len,
         max_num_seqs,
+        profiles_memory(vllm_ascend),
     )
     chosen = choose_tp(sizing, valid, heads, kv_heads, len(ids), tp)
     t = chosen["tp"]
+    refusal = startup_refusal(chosen["budget"], vllm_ascend)
+    if refusal:  # the engine would stop before anything else matters
+        chosen["reasons"] = [refusal]
+    elif capture := capture_warning(chosen["budget"]):
+        notes.append(f"WARNING: {capture}")
     notes += _sizing_notes(chosen, len(ids), facts["max_model_len_limit"], max_model_len)
     if hw.get("placement"):
         per = f"{len(ids) // t} replica(s) x TP {t} on {len(ids)} devices"

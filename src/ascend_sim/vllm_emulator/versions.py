@@ -45,6 +45,10 @@ class Behaviour:
     ascend_flag_on_float: str
     # vllm-ascend sets PYTORCH_NPU_ALLOC_CONF=expandable_segments:True itself.
     sets_alloc_conf: bool
+    # vLLM's memory profiling (v0.15.0rc1+, vllm-ascend #6625): the start is refused when free
+    # memory < device total x util, and the KV cache is requested - (weights + peak + non-torch)
+    # without subtracting other processes or the graph pool (memory.kv_budget ``profiling``).
+    memory_profiling: bool = False
 
 
 _Q0 = ("ascend",)
@@ -59,13 +63,16 @@ _Q21 = ("ascend", "compressed-tensors", "fp8", "deepseek_v4_fp8")
 # - quant_autodetect: §4.1 "Auto-detection (since v0.17.0rc1; PR #6645, re-applied as #7111)".
 # - ascend_flag_on_float: §4.1 errors around the flag; the friendly ModelSlim error ships with
 #   the auto-detection rework, earlier releases load float weights into the W8A8 path.
+# - memory_profiling: worker/worker.py from v0.15.0rc1 (#6625; _init_device and
+#   determine_available_memory at https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/vllm_ascend/worker/worker.py).
 # - sets_alloc_conf: §3.1 "Since v0.14.0rc1 ... vllm-ascend sets expandable_segments:True itself".
 BEHAVIOUR: list[tuple[str, Behaviour]] = [
     ("v0.7.0", Behaviour(_Q0, False, "garbage", False)),
     ("v0.12.0rc1", Behaviour(_Q12, False, "garbage", False)),
     ("v0.14.0rc1", Behaviour(_Q12, False, "garbage", True)),
-    ("v0.17.0rc1", Behaviour(_Q12, True, "modelslim_error", True)),
-    ("v0.21.0rc1", Behaviour(_Q21, True, "modelslim_error", True)),
+    ("v0.15.0rc1", Behaviour(_Q12, False, "garbage", True, True)),
+    ("v0.17.0rc1", Behaviour(_Q12, True, "modelslim_error", True, True)),
+    ("v0.21.0rc1", Behaviour(_Q21, True, "modelslim_error", True, True)),
 ]
 
 
