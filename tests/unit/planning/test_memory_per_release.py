@@ -5,6 +5,7 @@ conservative model before it. Cards are real npu-smi samples under tests/data/sa
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -100,3 +101,19 @@ def test_capture_headroom_too_small_is_predicted(qwen3_checkpoints):
     assert not any("graph capture" in n for n in eager["notes"])
     fixed = make_plan(model, total, used, vllm_ascend="v0.23.0", gpu_memory_utilization=0.92)
     assert not any("graph capture" in n for n in fixed["notes"])
+
+
+def test_preflight_plans_with_the_release_memory_model(tmp_path, qwen3_checkpoints):
+    from ascend_deploy.planning.preflight import run_preflight
+
+    with open(os.path.join(SAMPLES, SMALL_HOLDER), encoding="utf-8") as fh:
+        info = npu_smi.parse(fh.read(), source=SMALL_HOLDER)
+    model = qwen3_checkpoints["4b-bf16"]
+    new = run_preflight(str(tmp_path), model_dir=model, npu_info=info, vllm_ascend="v0.23.0")
+    checks = {c["id"]: c for c in new["checks"]}
+    assert checks["model.plan"]["status"] == "ok"  # 0.9 of the card starts
+    old = run_preflight(str(tmp_path), model_dir=model, npu_info=info)
+    old_plan = {c["id"]: c for c in old["checks"]}["model.plan"]
+    kv = [int(re.search(r"KV cache (\d+) tokens", c["evidence"]).group(1)) for c in
+          (checks["model.plan"], old_plan)]  # fmt: skip
+    assert kv[0] > kv[1]  # v0.23.0 does not subtract the 2854 MB others hold

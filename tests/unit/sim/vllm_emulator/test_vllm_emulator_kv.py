@@ -64,7 +64,7 @@ def start_plan(tmp_path, plan: dict, state: dict) -> Emulator:
 
 
 def plan_8b(model: str, state: dict, mm: MemoryModel) -> dict:
-    """Qwen3-8B on one 32 GB card at utilization 0.7 (v0.23.0: vLLM's profiling model): the
+    """Qwen3-8B on one 32 GB card at utilization 0.65 (v0.23.0: vLLM's profiling model): the
     cache holds less than the model's 40960 tokens, so the plan lowers max_model_len to
     exactly the planner's capacity."""
     card = state["card"]
@@ -72,7 +72,7 @@ def plan_8b(model: str, state: dict, mm: MemoryModel) -> dict:
         model,
         hbm_total_mb=card["hbm_total_mb"],
         hbm_used_mb=card["idle_hbm_used_mb"],
-        gpu_memory_utilization=0.7,
+        gpu_memory_utilization=0.65,
         vllm_ascend="v0.23.0",
         memory_model=mm,
     )

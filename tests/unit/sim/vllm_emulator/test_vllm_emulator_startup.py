@@ -561,7 +561,7 @@ def test_tp_more_than_visible_devices(tmp_path, tiny_random_model):
 
 # -- the happy path -----------------------------------------------------------------------------
 def test_healthy_start_log_lines_in_order(tmp_path, qwen3_4b):
-    env = sandbox(tmp_path, row="v0.13.0")
+    env = sandbox(tmp_path)
     with Emulator(serve_args(qwen3_4b, "--max-model-len", "16384"), env).start() as emu:
         assert emu.ready, emu.output()
         out = emu.lines
@@ -580,9 +580,8 @@ def test_healthy_start_log_lines_in_order(tmp_path, qwen3_4b):
         idx = [next(i for i, line in enumerate(out) if key in line) for key in order]
         assert idx == sorted(idx)
         assert out[0].startswith(f"(APIServer pid={emu.proc.pid}) INFO ")
-        tokens = DEFAULT_MODEL.budget(inspect_model(qwen3_4b), 65536, 3300, 0.9)[
-            "kv_capacity_tokens"
-        ]
+        facts = inspect_model(qwen3_4b)  # v0.23.0: vLLM's profiling model
+        tokens = DEFAULT_MODEL.budget(facts, 65536, 3300, 0.9, profiling=True)["kv_capacity_tokens"]
         assert f"GPU KV cache size: {tokens:,} tokens" in emu.output()
 
 
