@@ -137,9 +137,10 @@ def make_plan(
     refusal = startup_refusal(chosen["budget"], vllm_ascend)
     if refusal:  # the engine would stop before anything else matters
         chosen["reasons"] = [refusal]
-    elif capture := capture_warning(chosen["budget"]):
-        notes.append(f"WARNING: {capture}")
     notes += _sizing_notes(chosen, len(ids), facts["max_model_len_limit"], max_model_len)
+    capture = None if refusal else capture_warning(chosen["budget"])
+    if capture:
+        notes.append(f"WARNING: {capture}")
     if hw.get("placement"):
         per = f"{len(ids) // t} replica(s) x TP {t} on {len(ids)} devices"
         notes.append(f"{hw['placement']}: {per}")
