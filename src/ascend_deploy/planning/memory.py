@@ -9,7 +9,8 @@ vLLM sizes its KV cache after a profiling run (docs, "Engine arguments" /
     KV memory = total x gpu_memory_utilization - (weights + peak activation + non-torch)
 
 and rounds the resulting token count down to whole blocks. This module applies that
-formula to numbers known before the start, per NPU of a replica (MB means MiB, the unit
+formula to numbers known before the start (for releases before v0.15.0rc1; see below for
+later ones), per NPU of a replica (MB means MiB, the unit
 ``npu-smi`` prints: 65536 MB = 64 GiB):
 
     kv_budget = HBM_total x utilization - HBM_used_by_others - (weights + vocab padding) / TP

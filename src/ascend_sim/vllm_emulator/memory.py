@@ -5,11 +5,12 @@ the served directory, profiles and sizes its cache the way vLLM does, in bytes, 
 that forgets a term or mis-sizes an architecture is caught by the engine it plans for
 (molecule/capacity, tests/unit/sim/vllm_emulator/test_vllm_emulator_kv.py).
 
-vLLM (``Worker.determine_available_memory`` in vllm-ascend ``worker_v1``, vLLM ``gpu_worker``):
-the instance may use ``total x gpu_memory_utilization``; it subtracts what the card already
-held before it started (driver idle use, other processes), this rank's weights as loaded,
-the peak activation of the profiling run and the memory it did not allocate through torch
-(runtime context and workspaces, HCCL buffers, the ACL graph pool). The rest is cut into
+Up to v0.14.0rc1 (``Worker.determine_available_memory`` in vllm-ascend ``worker_v1`` /
+``worker.py@v0.13.0``): the instance may use ``total x gpu_memory_utilization``; it subtracts
+what the card already held before it started (driver idle use, other processes), this rank's
+weights as loaded, the peak activation of the profiling run and the memory it did not allocate
+through torch; on top the emulated card reserves runtime context and workspaces, HCCL buffers
+and an ACL graph pool (emulated allowances: upstream reserves no graph memory). The rest is cut into
 pages of ``block_size`` tokens for every layer; ``num_blocks x block_size`` is the "GPU KV cache
 size" it logs. What this emulated card does:
 
