@@ -117,3 +117,14 @@ def test_preflight_plans_with_the_release_memory_model(tmp_path, qwen3_checkpoin
     kv = [int(re.search(r"KV cache (\d+) tokens", c["evidence"]).group(1)) for c in
           (checks["model.plan"], old_plan)]  # fmt: skip
     assert kv[0] > kv[1]  # v0.23.0 does not subtract the 2854 MB others hold
+
+
+def test_describe_shows_the_release_budget(qwen3_checkpoints):
+    from ascend_deploy.planning.plan import describe
+
+    total, used = card(IDLE)
+    new = describe(make_plan(qwen3_checkpoints["4b-bf16"], total, used, vllm_ascend="v0.23.0"))
+    assert "per NPU (vLLM profiling, v0.15.0rc1+): device 62236 MB x 0.9 = 56012 MB" in new
+    assert "graph capture 2048 MB in the 6112 MB headroom" in new
+    old = describe(make_plan(qwen3_checkpoints["4b-bf16"], total, used, vllm_ascend="v0.13.0"))
+    assert "minus in use 3412" in old
