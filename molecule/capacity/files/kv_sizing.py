@@ -12,7 +12,10 @@ plans that card from its own memory model: its ``max_num_seqs`` must fit in what
 holds.
 
     python kv_sizing.py --model-dir DIR --hbm-total-mb 32768 --hbm-used-mb 3200 \
-        --max-model-len 4096 --seqs 3 [--twin-seqs 16]     # prints one JSON object
+        --max-model-len 4096 --seqs 3 [--twin-seqs 16] [--vllm-ascend v0.23.0]  # one JSON object
+
+``--vllm-ascend`` is the image's release (molecule.yml's image): from v0.15.0rc1 both the engine
+and the planner size memory with vLLM's profiling model.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 
 from ascend_deploy.errors import AscendDeployError
 from ascend_deploy.model.files import load_config, read_weight_layout
+from ascend_deploy.planning.memory import profiles_memory
 from ascend_deploy.planning.plan import make_plan
 from ascend_sim.vllm_emulator import memory
 
@@ -47,6 +51,7 @@ def utilization_for(
     max_model_len: int,
     seqs: int,
     twin_seqs: int = 16,
+    vllm_ascend: str = "v0.23.0",
 ) -> dict:
     """The utilization, the engine's cache and the plan; ValueError when they do not fit."""
     block = memory.BLOCK_SIZE
@@ -54,12 +59,14 @@ def utilization_for(
         raise ValueError(f"max_model_len {max_model_len} is not a multiple of {block}")
     config, tensors = load_config(model_dir), served_tensors(model_dir)
     blocks = seqs * max_model_len // block
+    profiling = profiles_memory(vllm_ascend)
     util = memory.utilization_for_blocks(
-        config, tensors, hbm_total_mb, hbm_used_mb, blocks, max_num_seqs=twin_seqs
-    )
+        config, tensors, hbm_total_mb, hbm_used_mb, blocks, max_num_seqs=twin_seqs,
+        profiling=profiling,
+    )  # fmt: skip
     engine = memory.kv_budget(
         config, tensors, hbm_total_mb, hbm_used_mb, 0, gpu_memory_utilization=util,
-        max_num_seqs=twin_seqs,
+        max_num_seqs=twin_seqs, profiling=profiling,
     )  # fmt: skip
     plan = make_plan(
         model_dir,
@@ -67,6 +74,7 @@ def utilization_for(
         hbm_used_mb=hbm_used_mb,
         max_model_len=max_model_len,
         gpu_memory_utilization=util,
+        vllm_ascend=vllm_ascend,
     )
     if not plan["feasible"] or plan["max_num_seqs"] * max_model_len > engine.tokens:
         raise ValueError(
@@ -95,10 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-model-len", type=int, required=True)
     ap.add_argument("--seqs", type=int, required=True)
     ap.add_argument("--twin-seqs", type=int, default=16)
+    ap.add_argument("--vllm-ascend", default="v0.23.0")
     a = ap.parse_args(argv)
     try:
         out = utilization_for(
-            a.model_dir, a.hbm_total_mb, a.hbm_used_mb, a.max_model_len, a.seqs, a.twin_seqs
+            a.model_dir,
+            a.hbm_total_mb,
+            a.hbm_used_mb,
+            a.max_model_len,
+            a.seqs,
+            a.twin_seqs,
+            a.vllm_ascend,
         )
     except (ValueError, OSError, AscendDeployError) as exc:
         print(f"kv_sizing: error: {exc}", file=sys.stderr)

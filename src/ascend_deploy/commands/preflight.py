@@ -32,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--python", metavar="PATH", help="serving interpreter to check")
     parser.add_argument(
+        "--vllm-ascend",
+        metavar="VERSION",
+        help="release that will serve, e.g. v0.23.0: its memory model and HDK needs",
+    )
+    parser.add_argument(
+        "--enforce-eager", action="store_true", help="the service runs eager (no graph capture)"
+    )
+    parser.add_argument(
         "--npu-smi-file", metavar="FILE", help="saved `npu-smi info` output (- = stdin)"
     )
     add_matrix_argument(parser)
@@ -64,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         python=args.python,
         matrix=matrix,
         rules=load_rules(),
+        vllm_ascend=args.vllm_ascend,
+        enforce_eager=args.enforce_eager,
     )
     emit(result, args.json, render)
     return 0 if result["ok"] else 1

@@ -808,6 +808,12 @@ def check(installed: dict, cann: str, hardware: str, matrix: dict | None = None)
         )
     if target is None:
         return findings
+    driver = installed.get("driver")
+    driver = driver.get("version") if isinstance(driver, dict) else driver
+    graph = graph_mode_hdk_note(target["vllm_ascend"], driver)
+    if graph:
+        message, fix = graph.split(" Fix: ", 1)
+        findings.append(_finding("compat.hdk-graph", "warn", message, fix, 4))
 
     wrong: list[str] = []
     for key in ("vllm", "torch", "torch_npu"):
@@ -1037,8 +1043,12 @@ def check_pin_against_driver(row: dict, driver: str) -> dict:
         )
     out = dict(row, driver=driver)
     note = pairing_note(driver, cann) if cann else None
-    if note:
-        out["notes"] = [*row.get("notes", []), note]
+    graph = graph_mode_hdk_note(row["vllm_ascend"], driver)
+    added = [n for n in (note, graph) if n]
+    if added:
+        out["notes"] = [*row.get("notes", []), *added]
+    if graph:
+        out["hdk_graph_note"] = graph
     return out
 
 
@@ -1125,7 +1135,43 @@ def resolve_for_driver(
                 note += f"; newest release with a published pairing: {published_alt}"
             notes.append(note)
             found["driver_note"] = note
+    graph = graph_mode_hdk_note(found["vllm_ascend"], driver)
+    if graph:
+        notes.append(graph)
+        found["hdk_graph_note"] = graph
     return found
+
+
+# Upstream known issue: from v0.21.0rc1 the default graph mode is FULL_AND_PIECEWISE, which
+# "requires HDK 25.5.1+ / CANN 8.5.0+"; older stacks "may cause graph capture failures or fallback
+# to PIECEWISE" (release notes, v0.21.0rc1 section:
+# https://github.com/vllm-project/vllm-ascend/blob/main/docs/source/user_guide/release_notes.md).
+FULL_GRAPH_SINCE = "v0.21.0rc1"
+FULL_GRAPH_MIN_HDK = "25.5.1"
+
+
+def graph_mode_hdk_note(
+    vllm_ascend: str | None, driver: str | None, enforce_eager: bool = False
+) -> str | None:
+    """The warning for a release whose default graph mode needs a newer HDK than ``driver``;
+    None when the release is older, the driver new enough, either unknown, or eager."""
+    if enforce_eager or not vllm_ascend or not driver:
+        return None
+    try:
+        if version_key(vllm_ascend) < version_key(FULL_GRAPH_SINCE):
+            return None
+        if version_key(driver) >= version_key(FULL_GRAPH_MIN_HDK):
+            return None
+    except ValueError:
+        return None
+    return (
+        f"vllm-ascend {vllm_ascend} captures graphs in FULL_AND_PIECEWISE mode by default, which "
+        f"needs HDK (NPU driver) {FULL_GRAPH_MIN_HDK} or newer (known issue in the "
+        f"{FULL_GRAPH_SINCE} release notes: older stacks may fail graph capture or fall back to "
+        f"PIECEWISE); driver {driver} is older. Fix: upgrade the driver and firmware to HDK "
+        f"{FULL_GRAPH_MIN_HDK}+, or serve eager (vllm_service_enforce_eager: true; CLI "
+        "--enforce-eager)"
+    )
 
 
 _DRIVER_VERSION = re.compile(r"\d{1,2}\.\d+\.(?:\d+|rc\d+)(?:\.[0-9a-z]+)*", re.IGNORECASE)

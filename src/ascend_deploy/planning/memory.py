@@ -9,7 +9,8 @@ vLLM sizes its KV cache after a profiling run (docs, "Engine arguments" /
     KV memory = total x gpu_memory_utilization - (weights + peak activation + non-torch)
 
 and rounds the resulting token count down to whole blocks. This module applies that
-formula to numbers known before the start, per NPU of a replica (MB means MiB, the unit
+formula to numbers known before the start (for releases before v0.15.0rc1; see below for
+later ones), per NPU of a replica (MB means MiB, the unit
 ``npu-smi`` prints: 65536 MB = 64 GiB):
 
     kv_budget = HBM_total x utilization - HBM_used_by_others - (weights + vocab padding) / TP
@@ -48,6 +49,27 @@ likewise sees only ~61 of 64 GiB). Constants, each in one place (``MemoryModel``
   largest default ``max_num_batched_tokens`` of vLLM's V1 online server (2048 or 8192
   depending on the device), so the estimate errs high.
 
+Two memory models, chosen by the vllm-ascend release planned (``profiles_memory``):
+
+* Before v0.15.0rc1 (the formula above): ``worker/worker.py@v0.13.0`` budgets
+  ``mem_get_info total x util - (torch peak + device used - torch allocated)``, so memory other
+  processes hold is subtracted; there is no start-up check. The graph and runtime terms are
+  the planner's conservative allowances.
+* From v0.15.0rc1 (vllm-ascend #6625, ``vllm_ascend/worker/worker.py@v0.23.0``
+  ``_init_device`` / ``determine_available_memory``,
+  https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/vllm_ascend/worker/worker.py):
+  vLLM's ``MemorySnapshot`` / ``memory_profiling``. ``requested = device_total x util``; the
+  engine refuses to start when free memory at start is below it ("Free memory on device
+  (F/T GiB) on startup is less than desired GPU memory utilization (U, R GiB). Decrease GPU
+  memory utilization or reduce GPU memory used by other processes."), and
+  ``KV = requested - (weights + peak activation + non-torch growth)`` (HCCL buffers are that
+  growth with TP > 1). Other processes' memory is not subtracted; graph capture runs after the
+  KV cache is allocated, in the ``(1 - util)`` headroom, never inside the KV budget.
+  ``device_total`` is what torch_npu reports, less than npu-smi's total by the driver's idle
+  reservation ("60.86/61.27 GiB" on a 64 GB 910B, vllm-ascend PR #8289): modelled as npu-smi
+  total minus ``min(used, driver_reserve_mb)`` (3300 MB, the idle use of a 910B above).
+  ``startup_refusal`` and ``capture_warning`` turn the two checks into plan reasons / notes.
+
 Planning policy constants:
 
 * ``default_max_num_seqs`` 256: vLLM's default ``--max-num-seqs``; never planned higher.
@@ -65,8 +87,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..model.info import kv_values_per_token_per_layer
+from ..versioning import compare
 
 MIB = 1 << 20
+PROFILING_SINCE = "v0.15.0rc1"
+
+
+def profiles_memory(vllm_ascend: str | None) -> bool:
+    """True when release ``vllm_ascend`` sizes memory with vLLM's profiling (v0.15.0rc1 and
+    later); False for older releases and when the release is not known (the older model
+    subtracts other processes' memory, the conservative side)."""
+    return vllm_ascend is not None and compare(vllm_ascend, PROFILING_SINCE) >= 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +113,7 @@ class MemoryModel:
     default_max_num_seqs: int = 256
     expected_avg_context_tokens: int = 4096
     min_model_len: int = 2048
+    driver_reserve_mb: int = 3300
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -139,31 +171,49 @@ class MemoryModel:
         tp: int = 1,
         enforce_eager: bool = False,
         max_num_seqs: int | None = None,
+        profiling: bool = False,
     ) -> dict:
         """The per-NPU budget breakdown (MB) and the KV capacity in tokens of one replica.
 
         ``model`` is ``model_info.inspect_model(...)``'s result (it needs the architecture
-        fields and ``weight_bytes_served``).
+        fields and ``weight_bytes_served``). ``profiling``: the v0.15.0rc1+ model (module
+        docstring); its breakdown adds ``device_total_mb``, ``free_at_start_mb``,
+        ``capture_need_mb`` and ``capture_headroom_mb``.
         """
-        usable = int(hbm_total_mb * gpu_memory_utilization)
         weights = -(-(model["weight_bytes_served"] + self.vocab_padding_bytes(model)) // (tp * MIB))
         activation = self.activation_mb(model, tp, max_num_seqs)
         graph = 0 if enforce_eager else self.graph_capture_mb
         hccl = self.hccl_buffsize_mb * 2 * self.hccl_communicators if tp > 1 else 0
-        kv_budget = (
-            usable - hbm_used_mb - weights - activation - graph - self.runtime_reserve_mb - hccl
-        )
         per_token = self.kv_bytes_per_token_per_npu(model, tp)
+        extra: dict = {}
+        if profiling:
+            device_total = hbm_total_mb - min(hbm_used_mb, self.driver_reserve_mb)
+            usable = int(device_total * gpu_memory_utilization)
+            free_at_start = hbm_total_mb - hbm_used_mb
+            kv_budget = usable - weights - activation - hccl
+            extra = {
+                "device_total_mb": device_total,
+                "free_at_start_mb": free_at_start,
+                "capture_need_mb": graph,
+                "capture_headroom_mb": free_at_start - usable,
+            }
+            graph, runtime, others = 0, 0, 0
+        else:
+            usable = int(hbm_total_mb * gpu_memory_utilization)
+            runtime, others = self.runtime_reserve_mb, hbm_used_mb
+            kv_budget = usable - hbm_used_mb - weights - activation - graph - runtime - hccl
         return {
+            "memory_model": "profiling" if profiling else "pre-v0.15",
+            **extra,
             "hbm_total_mb": hbm_total_mb,
             "gpu_memory_utilization": gpu_memory_utilization,
             "usable_mb": usable,
             "used_by_others_mb": hbm_used_mb,
-            "free_for_vllm_mb": usable - hbm_used_mb,
+            "free_for_vllm_mb": usable - others,
             "weights_per_npu_mb": weights,
             "activation_mb": activation,
             "graph_capture_mb": graph,
-            "runtime_reserve_mb": self.runtime_reserve_mb,
+            "runtime_reserve_mb": runtime,
             "hccl_mb": hccl,
             "kv_budget_mb": kv_budget,
             "kv_bytes_per_token_per_npu": per_token,
@@ -172,6 +222,50 @@ class MemoryModel:
 
 
 DEFAULT_MODEL = MemoryModel()
+
+
+def _fix_util(free_mb: int, device_total_mb: int) -> float:
+    """The largest two-decimal utilization whose request fits in ``free_mb``."""
+    return max(0, free_mb) * 100 // device_total_mb / 100
+
+
+def startup_refusal(budget: dict, release: str | None) -> str | None:
+    """The v0.15.0rc1+ start-up refusal this budget predicts (free HBM at start below
+    device total x util), with the numbers and the fix; None when it starts."""
+    if "free_at_start_mb" not in budget or budget["free_at_start_mb"] >= budget["usable_mb"]:
+        return None
+    free, total, util = (
+        budget["free_at_start_mb"],
+        budget["device_total_mb"],
+        budget["gpu_memory_utilization"],
+    )
+    return (
+        f"vllm-ascend {release or PROFILING_SINCE + '+'} would refuse to start: free HBM at start "
+        f"{free} MB ({budget['hbm_total_mb']} MB total, {budget['used_by_others_mb']} MB in use "
+        f"by the driver and other processes) is less than gpu_memory_utilization {util} x "
+        f'{total} MB = {budget["usable_mb"]} MB (vLLM: "Free memory on device ... on startup '
+        'is less than desired GPU memory utilization"); lower '
+        f"vllm_service_gpu_memory_utilization to {_fix_util(free, total)} or less, or free the "
+        "card (npu-smi info lists the processes holding it)"
+    )
+
+
+def capture_warning(budget: dict) -> str | None:
+    """A v0.15.0rc1+ graph-capture OOM this budget predicts: capture runs in the HBM left
+    after the replica took device total x util, and that is less than the capture estimate."""
+    need = budget.get("capture_need_mb") or 0
+    headroom = budget.get("capture_headroom_mb")
+    if headroom is None or not need or headroom >= need:
+        return None
+    fix = _fix_util(budget["free_at_start_mb"] - need, budget["device_total_mb"])
+    return (
+        f"graph capture may run out of HBM: it runs in what is left after the KV cache, "
+        f"{headroom} MB (free at start {budget['free_at_start_mb']} MB - "
+        f"{budget['usable_mb']} MB for gpu_memory_utilization "
+        f"{budget['gpu_memory_utilization']}), less than the {need} MB estimated for it; lower "
+        f"vllm_service_gpu_memory_utilization to {fix} or less, or set "
+        "vllm_service_enforce_eager: true"
+    )
 
 
 def tokens_in(kv_bytes: int, bytes_per_token: int, block_size: int = 128) -> int:
@@ -190,9 +284,17 @@ def kv_capacity_tokens(
     enforce_eager: bool = False,
     max_num_seqs: int | None = None,
     memory_model: MemoryModel = DEFAULT_MODEL,
+    profiling: bool = False,
 ) -> int:
     """KV tokens one replica can hold: the number the planner sizes against and the
     emulated vLLM reports at start ("GPU KV cache size: N tokens")."""
     return memory_model.budget(
-        model, hbm_total_mb, hbm_used_mb, gpu_memory_utilization, tp, enforce_eager, max_num_seqs
+        model,
+        hbm_total_mb,
+        hbm_used_mb,
+        gpu_memory_utilization,
+        tp,
+        enforce_eager,
+        max_num_seqs,
+        profiling,
     )["kv_capacity_tokens"]

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from ..errors import InputError
 from ..model.info import inspect_model
 from .layout import planned_env, replica_specs, swap_space
-from .memory import DEFAULT_MODEL, MemoryModel
+from .memory import DEFAULT_MODEL, MemoryModel, capture_warning, profiles_memory, startup_refusal
 from .rules import (
     block_fp8_native,
     check_rules,
@@ -139,10 +139,17 @@ def make_plan(
         enforce_eager,
         max_model_len,
         max_num_seqs,
+        profiles_memory(vllm_ascend),
     )
     chosen = choose_tp(sizing, valid, heads, kv_heads, len(ids), tp)
     t = chosen["tp"]
+    refusal = startup_refusal(chosen["budget"], vllm_ascend)
+    if refusal:  # the engine would stop before anything else matters
+        chosen["reasons"] = [refusal]
     notes += _sizing_notes(chosen, len(ids), facts["max_model_len_limit"], max_model_len)
+    capture = None if refusal else capture_warning(chosen["budget"])
+    if capture:
+        notes.append(f"WARNING: {capture}")
     if hw.get("placement"):
         per = f"{len(ids) // t} replica(s) x TP {t} on {len(ids)} devices"
         notes.append(f"{hw['placement']}: {per}")
@@ -258,6 +265,26 @@ def _secret_env(rules: dict, api_key_env: bool, notes: list[str]) -> list[str]:
     return [rules.get("api_key_env", {}).get("name", "VLLM_API_KEY")]
 
 
+def _memory_line(mem: dict, kv: int) -> str:
+    """The ``memory`` line of ``describe``: the budget as the planned release computes it."""
+    tail = f"= KV {kv} MB" if kv > 0 else f"= no KV cache ({-kv} MB short)"
+    if mem.get("memory_model") == "profiling":
+        return (
+            f"memory     per NPU (vLLM profiling, v0.15.0rc1+): device {mem['device_total_mb']} MB "
+            f"x {mem['gpu_memory_utilization']} = {mem['usable_mb']} MB (free at start "
+            f"{mem['free_at_start_mb']} MB), minus weights {mem['weights_per_npu_mb']}, "
+            f"activation {mem['activation_mb']}, HCCL {mem['hccl_mb']} {tail}; graph capture "
+            f"{mem['capture_need_mb']} MB in the {mem['capture_headroom_mb']} MB headroom"
+        )
+    return (
+        f"memory     per NPU: {mem['hbm_total_mb']} MB x {mem['gpu_memory_utilization']} = "
+        f"{mem['usable_mb']} MB, minus in use {mem['used_by_others_mb']}, weights "
+        f"{mem['weights_per_npu_mb']}, activation {mem['activation_mb']}, graphs "
+        f"{mem['graph_capture_mb']}, runtime {mem['runtime_reserve_mb']}, HCCL {mem['hccl_mb']} "
+        + tail
+    )
+
+
 def _result(
     reasons: list[str], notes: list[str], launches: list[dict], secret_env: list[str]
 ) -> dict:
@@ -363,11 +390,7 @@ def describe(plan: dict) -> str:
         + (f", block {m['weight_block_size']}" if m["weight_block_size"] else ""),
         weights + (", FP8 -> BF16 conversion required" if m["needs_conversion"] else ""),
         f"kv         {plan['kv_bytes_per_token']:,} bytes per token",
-        f"memory     per NPU: {mem['hbm_total_mb']} MB x {mem['gpu_memory_utilization']} = "
-        f"{mem['usable_mb']} MB, minus in use {mem['used_by_others_mb']}, weights "
-        f"{mem['weights_per_npu_mb']}, activation {mem['activation_mb']}, graphs "
-        f"{mem['graph_capture_mb']}, runtime {mem['runtime_reserve_mb']}, HCCL {mem['hccl_mb']} "
-        + (f"= KV {kv} MB" if kv > 0 else f"= no KV cache ({-kv} MB short)"),
+        _memory_line(mem, kv),
         f"capacity   {plan['kv_capacity_tokens']:,} KV tokens per replica",
         f"rules      vllm-ascend {release}, hardware {plan['hardware']}",
         f"plan       TP {plan['tp']}, {plan['replicas']} replica(s) on NPUs "

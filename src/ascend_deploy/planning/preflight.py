@@ -549,9 +549,14 @@ def npu_memory(chips: list[dict]) -> tuple[int, int] | None:
 
 
 def plan_checks(
-    model_dir: str, chips: list[dict], hardware: str, rules: dict | None = None
+    model_dir: str,
+    chips: list[dict],
+    hardware: str,
+    rules: dict | None = None,
+    vllm_ascend: str | None = None,
 ) -> list[dict]:
-    """Run the planner for ``model_dir`` on this host's NPUs (pitfalls 2, 5-8)."""
+    """Run the planner for ``model_dir`` on this host's NPUs (pitfalls 2, 5-8), for release
+    ``vllm_ascend`` when given (its memory model: ``memory.profiles_memory``)."""
     try:
         from .plan import make_plan
     except ImportError as exc:
@@ -575,6 +580,7 @@ def plan_checks(
             npus=len(chips),
             hardware=hardware,
             rules=rules,
+            vllm_ascend=vllm_ascend,
         )
     except CheckFailed as exc:
         return [finding("model.plan", _pitfall_of(str(exc)), "fail", str(exc), "")]
@@ -628,8 +634,14 @@ def run_preflight(
     matrix: dict | None = None,
     rules: dict | None = None,
     npus: list[int] | None = None,
+    vllm_ascend: str | None = None,
+    enforce_eager: bool = False,
 ) -> dict:
     """Run every check; returns ``{"ok", "hardware", "checks", "versions", "holders"}``.
+
+    ``vllm_ascend``: the release that will serve (None: not known). It selects the plan's
+    memory model and warns when its default graph mode needs a newer HDK than the driver
+    (``compat.graph_mode_hdk_note``; not with ``enforce_eager``).
 
     ``npus`` are the NPU ids the service would use (None or empty: every NPU): NPU memory, its
     holders and the plan are judged on those only; holders of other NPUs are listed as
@@ -674,6 +686,12 @@ def run_preflight(
     checks.append(device_check(root, chips))
     info = read_versions(root, python)
     checks += version_checks(info, hw, matrix)
+    graph = compat.graph_mode_hdk_note(
+        vllm_ascend, (info.get("driver") or {}).get("version"), enforce_eager
+    )
+    if graph:
+        message, fix = graph.split(" Fix: ", 1)
+        checks.append(finding("versions.hdk-graph", 4, "warn", message, fix))
     loaded = driver_loaded_check(info.get("driver"), npu_info)
     if loaded:
         checks.append(loaded)
@@ -688,7 +706,7 @@ def run_preflight(
             )
     checks += process_checks(holders, chips, port, service, npus)
     if model_dir is not None:
-        checks += plan_checks(model_dir, selected_chips(chips, npus), hw, rules)
+        checks += plan_checks(model_dir, selected_chips(chips, npus), hw, rules, vllm_ascend)
     return {
         "ok": not any(c["status"] == "fail" for c in checks),
         "hardware": hw,

@@ -42,6 +42,7 @@ class Sizing:
     enforce_eager: bool
     max_model_len: int | None
     max_num_seqs: int | None
+    profiling: bool = False  # the v0.15.0rc1+ memory model (memory.profiles_memory)
 
 
 def size_for_tp(s: Sizing, tp: int) -> dict:
@@ -53,7 +54,9 @@ def size_for_tp(s: Sizing, tp: int) -> dict:
     mm, facts = s.mm, s.facts
 
     def budget_for(seqs: int | None) -> dict:
-        return mm.budget(facts, s.hbm_total_mb, s.hbm_used_mb, s.util, tp, s.enforce_eager, seqs)
+        return mm.budget(
+            facts, s.hbm_total_mb, s.hbm_used_mb, s.util, tp, s.enforce_eager, seqs, s.profiling
+        )
 
     budget = budget_for(s.max_num_seqs)
     cap = budget["kv_capacity_tokens"]

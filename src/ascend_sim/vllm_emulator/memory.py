@@ -5,11 +5,12 @@ the served directory, profiles and sizes its cache the way vLLM does, in bytes, 
 that forgets a term or mis-sizes an architecture is caught by the engine it plans for
 (molecule/capacity, tests/unit/sim/vllm_emulator/test_vllm_emulator_kv.py).
 
-vLLM (``Worker.determine_available_memory`` in vllm-ascend ``worker_v1``, vLLM ``gpu_worker``):
-the instance may use ``total x gpu_memory_utilization``; it subtracts what the card already
-held before it started (driver idle use, other processes), this rank's weights as loaded,
-the peak activation of the profiling run and the memory it did not allocate through torch
-(runtime context and workspaces, HCCL buffers, the ACL graph pool). The rest is cut into
+Up to v0.14.0rc1 (``Worker.determine_available_memory`` in vllm-ascend ``worker_v1`` /
+``worker.py@v0.13.0``): the instance may use ``total x gpu_memory_utilization``; it subtracts
+what the card already held before it started (driver idle use, other processes), this rank's
+weights as loaded, the peak activation of the profiling run and the memory it did not allocate
+through torch; on top the emulated card reserves runtime context and workspaces, HCCL buffers
+and an ACL graph pool (emulated allowances: upstream reserves no graph memory). The rest is cut into
 pages of ``block_size`` tokens for every layer; ``num_blocks x block_size`` is the "GPU KV cache
 size" it logs. What this emulated card does:
 
@@ -27,6 +28,12 @@ size" it logs. What this emulated card does:
 * Outside torch: 1 GiB of CANN runtime context and ATB/ACL workspaces; with TP > 1 two
   communicators (TP group, world) of 2 x ``HCCL_BUFFSIZE`` MB each (default 200; CANN env
   reference); unless ``--enforce-eager``, a 2 GiB ACL graph pool.
+* From v0.15.0rc1 (``profiling``; vllm-ascend #6625, ``worker/worker.py@v0.23.0``
+  ``_init_device`` / ``determine_available_memory``) vLLM's memory profiling instead: the
+  device total torch sees is the card's less its idle driver use; ``requested = that total x
+  util``; the start is refused when free memory (total - idle - others) is below it; the cache
+  gets ``requested - (weights + peak activation + HCCL buffers)``. Other processes are not
+  subtracted and the graph pool comes out of the ``(1 - util)`` headroom after the cache.
 * Cache per token and layer on a rank: MHA/GQA K and V of ``max(1, kv_heads / TP)`` heads of
   ``head_dim``; MLA (a config with ``kv_lora_rank``) the latent and the RoPE key,
   ``kv_lora_rank + qk_rope_head_dim``, on every rank. Element size: the model dtype.
@@ -66,6 +73,15 @@ class KvBudget:
     kv_bytes_per_token: int  # per rank
     num_blocks: int
     tokens: int  # num_blocks x block_size
+    device_total: int = 0  # what torch sees (profiling: total - idle use; else total)
+    free_at_start: int = 0  # total - used_before
+    profiling: bool = False  # the v0.15.0rc1+ model
+
+    @property
+    def refused_at_start(self) -> bool:
+        """v0.15.0rc1+: free memory at start below the requested share (the device total x
+        util); always False for the older model, which has no such check."""
+        return self.profiling and self.free_at_start < self.requested
 
     @property
     def free_before_load(self) -> int:
@@ -180,19 +196,25 @@ def kv_budget(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     dtype: str | None = None,
+    profiling: bool = False,
 ) -> KvBudget:
-    """The KV cache one rank gets on the emulated card."""
+    """The KV cache one rank gets on the emulated card (``profiling``: v0.15.0rc1+)."""
     elem = dtype_bytes(config, dtype)
     total = hbm_total_mb * MIB
-    requested = int(total * gpu_memory_utilization)
+    device_total = total - idle_used_mb * MIB if profiling else total
+    requested = int(device_total * gpu_memory_utilization)
     used = (idle_used_mb + others_mb) * MIB
     weights = weights_per_rank(tensors, config, tp)
     activation = profile_peak(
         config, tp, max_num_batched_tokens or PROFILE_TOKENS, max_num_seqs or DEFAULT_SEQS, elem
     )
     graph = 0 if enforce_eager else GRAPH_POOL_BYTES
-    runtime = RUNTIME_BYTES + hccl_bytes(tp)
-    available = requested - used - weights - activation - graph - runtime
+    if profiling:  # the ACL context predates the snapshot; HCCL buffers are non-torch growth
+        runtime = hccl_bytes(tp)
+        available = requested - weights - activation - runtime
+    else:
+        runtime = RUNTIME_BYTES + hccl_bytes(tp)
+        available = requested - used - weights - activation - graph - runtime
     per_token = cache_bytes_per_token(config, tp, elem)
     blocks = max(0, available) // (per_token * BLOCK_SIZE)
     return KvBudget(
@@ -209,6 +231,9 @@ def kv_budget(
         kv_bytes_per_token=per_token,
         num_blocks=blocks,
         tokens=blocks * BLOCK_SIZE,
+        device_total=device_total,
+        free_at_start=total - used,
+        profiling=profiling,
     )
 
 
@@ -225,7 +250,7 @@ def utilization_for_blocks(
     at_full = kv_budget(config, tensors, hbm_total_mb, used_mb, 0, gpu_memory_utilization=1.0, **kw)
     overhead = at_full.requested - at_full.available_kv  # everything but the cache
     need = overhead + blocks * BLOCK_SIZE * at_full.kv_bytes_per_token
-    total = hbm_total_mb * MIB
+    total = at_full.device_total  # what utilization is a fraction of
     util = round((need + BLOCK_SIZE * at_full.kv_bytes_per_token / 2) / total, 9)
     got = kv_budget(config, tensors, hbm_total_mb, used_mb, 0, gpu_memory_utilization=util, **kw)
     if not 0 < util <= 1 or got.num_blocks != blocks:

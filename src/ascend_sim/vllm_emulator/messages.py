@@ -148,6 +148,14 @@ NPU_OOM = (
     "active; {free:.2f} GiB free; {reserved:.2f} GiB reserved in total by PyTorch) If reserved "
     "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation."
 )
+# Source: vllm_ascend/worker/worker.py _init_device from v0.15.0rc1 (GiB values are
+# round(x, 2)): https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/vllm_ascend/worker/worker.py
+# and a real log in https://github.com/vllm-project/vllm-ascend/issues/14631.
+FREE_MEMORY_LOW = (
+    "ValueError: Free memory on device ({free}/{total} GiB) on startup is less than desired "
+    "GPU memory utilization ({util}, {requested} GiB). Decrease GPU memory utilization or "
+    "reduce GPU memory used by other processes."
+)
 # Source: vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory, quoted in
 # https://github.com/vllm-project/vllm-ascend/issues/5707.
 NO_CACHE_MEMORY = (

@@ -454,9 +454,24 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
             dtype=args.dtype,
+            profiling=beh.memory_profiling,
         )
         for c in chips
     ]
+    refused = next((b for b in budgets if b.refused_at_start), None)
+    if refused:  # worker.py _init_device, before the model loads (v0.15.0rc1+)
+        _fail_engine(
+            log,
+            [
+                M.FREE_MEMORY_LOW.format(
+                    free=round(refused.free_at_start / GIB, 2),
+                    total=round(refused.device_total / GIB, 2),
+                    util=args.gpu_memory_utilization,
+                    requested=round(refused.requested / GIB, 2),
+                )
+            ],
+            loc="worker.py:475",
+        )
     budget = min(budgets, key=lambda b: b.tokens)  # vLLM takes the minimum over ranks
     if budget.weights > budget.free_before_load:
         free = max(0, budget.free_before_load) / GIB

@@ -46,6 +46,10 @@ class Behaviour:
     ascend_flag_on_float: str
     # vllm-ascend sets PYTORCH_NPU_ALLOC_CONF=expandable_segments:True itself.
     sets_alloc_conf: bool
+    # vLLM's memory profiling (v0.15.0rc1+, vllm-ascend #6625): the start is refused when free
+    # memory < device total x util, and the KV cache is requested - (weights + peak + non-torch)
+    # without subtracting other processes or the graph pool (memory.kv_budget ``profiling``).
+    memory_profiling: bool = False
 
 
 _Q0 = ("ascend",)
@@ -67,15 +71,17 @@ _Q21 = ("ascend", "compressed-tensors", "fp8", "deepseek_v4_fp8")
 #   vLLM's get_quant_config raises "Cannot find the config file for ascend"
 #   (quant_config.py@v0.11.0, modelslim_config.py@v0.16.0rc1; issue #6790). No release
 #   loads a float model through the W8A8 path, so none answers garbage for this input.
+# - memory_profiling: worker/worker.py from v0.15.0rc1 (#6625; _init_device and
+#   determine_available_memory at https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/vllm_ascend/worker/worker.py).
 # - sets_alloc_conf: §3.1 "Since v0.14.0rc1 ... vllm-ascend sets expandable_segments:True itself".
 BEHAVIOUR: list[tuple[str, Behaviour]] = [
     ("v0.7.0", Behaviour(_Q0, False, "config_not_found", False)),
     ("v0.12.0rc1", Behaviour(_Q12, False, "config_not_found", False)),
     ("v0.14.0rc1", Behaviour(_Q12, False, "config_not_found", True)),
-    ("v0.15.0rc1", Behaviour(_Q12, True, "modelslim_error", True)),
-    ("v0.16.0rc1", Behaviour(_Q12, False, "config_not_found", True)),
-    ("v0.17.0rc1", Behaviour(_Q12, True, "modelslim_error", True)),
-    ("v0.21.0rc1", Behaviour(_Q21, True, "modelslim_error", True)),
+    ("v0.15.0rc1", Behaviour(_Q12, True, "modelslim_error", True, True)),
+    ("v0.16.0rc1", Behaviour(_Q12, False, "config_not_found", True, True)),
+    ("v0.17.0rc1", Behaviour(_Q12, True, "modelslim_error", True, True)),
+    ("v0.21.0rc1", Behaviour(_Q21, True, "modelslim_error", True, True)),
 ]
 
 

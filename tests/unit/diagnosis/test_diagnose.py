@@ -276,6 +276,9 @@ def test_emulator_log_lines_diagnose_as_their_pitfall():
         M.HCCL_BIND.format(pid=1, stamp2="2026-01-01-00:00:00.000.000"): "hccl_port_in_use",
         M.CAPTURE_END_FAILED: "graph_capture_failed",
         M.NO_CACHE_MEMORY: "no_kv_cache_memory",
+        M.FREE_MEMORY_LOW.format(
+            free=52.28, total=60.78, util=0.9, requested=54.7
+        ): "free_memory_below_utilization",
         M.MAX_LEN_ABOVE_DERIVED.format(user=99999, derived=40960): "bad_model_config",
         M.HEADS_NOT_DIVISIBLE.format(heads=32, tp=3): "tp_heads_not_divisible",
         M.SIZE_MISMATCH.format(a=128, b=64): "tp_kv_heads_shape_mismatch",

@@ -220,7 +220,9 @@ def test_kv_exhausting_burst_fails_the_kv_check(tmp_path):
     # A utilization at which the emulated card's cache holds 32 blocks: 4096 tokens.
     tensors = [(i.name, i.shape, i.nbytes) for _, i in read_weight_layout(model).tensors()]
     hbm = 4000
-    util = utilization_for_blocks(load_config(model), tensors, hbm, 0, 32, enforce_eager=True)
+    util = utilization_for_blocks(  # the sandbox's v0.23.0 row: vLLM's profiling model
+        load_config(model), tensors, hbm, 0, 32, enforce_eager=True, profiling=True
+    )
     env = sandbox(tmp_path, state=default_state(hbm_total_mb=hbm, idle_hbm_used_mb=0),
                   ASCEND_SIM_STATS_INTERVAL="0.3")  # fmt: skip
     suite = tmp_path / "suite.json"

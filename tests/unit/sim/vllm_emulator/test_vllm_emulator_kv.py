@@ -64,14 +64,15 @@ def start_plan(tmp_path, plan: dict, state: dict) -> Emulator:
 
 
 def plan_8b(model: str, state: dict, mm: MemoryModel) -> dict:
-    """Qwen3-8B on one 32 GB card at utilization 0.8: the cache holds less than the model's
-    40960 tokens, so the plan lowers max_model_len to exactly the planner's capacity."""
+    """Qwen3-8B on one 32 GB card at utilization 0.65 (v0.23.0: vLLM's profiling model): the
+    cache holds less than the model's 40960 tokens, so the plan lowers max_model_len to
+    exactly the planner's capacity."""
     card = state["card"]
     plan = make_plan(
         model,
         hbm_total_mb=card["hbm_total_mb"],
         hbm_used_mb=card["idle_hbm_used_mb"],
-        gpu_memory_utilization=0.8,
+        gpu_memory_utilization=0.65,
         vllm_ascend="v0.23.0",
         memory_model=mm,
     )
@@ -94,8 +95,8 @@ def test_the_planners_context_starts_and_fits_what_the_engine_sizes(tmp_path, q8
 
 @pytest.mark.parametrize(
     "mm",
-    [dataclasses.replace(DEFAULT_MODEL, runtime_reserve_mb=0), NoActivation()],
-    ids=["no-runtime-reserve", "no-activation"],
+    [dataclasses.replace(DEFAULT_MODEL, driver_reserve_mb=0), NoActivation()],
+    ids=["no-driver-reserve", "no-activation"],
 )
 def test_a_planner_missing_a_term_is_refused_by_the_engine(tmp_path, q8b, mm):
     state = preset_state("a2-910b4-8x32g")

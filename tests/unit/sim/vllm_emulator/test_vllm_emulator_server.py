@@ -314,7 +314,9 @@ def test_kv_capacity_enforced_with_preemption(tmp_path):
     # A utilization at which the emulated card's cache holds 32 blocks of 128 tokens.
     tensors = [(i.name, i.shape, i.nbytes) for _, i in read_weight_layout(model).tensors()]
     hbm = 4000
-    util = utilization_for_blocks(load_config(model), tensors, hbm, 0, 32, enforce_eager=True)
+    util = utilization_for_blocks(
+        load_config(model), tensors, hbm, 0, 32, enforce_eager=True, profiling=True
+    )  # the v0.23.0 row
     root = make_root(
         str(tmp_path / "root"), state=default_state(hbm_total_mb=hbm, idle_hbm_used_mb=0)
     )

@@ -391,13 +391,13 @@ def test_weights_do_not_fit_npu_out_of_memory(tmp_path, qwen3_4b):
 
 
 def test_no_memory_left_for_cache_blocks(tmp_path, qwen3_4b):
-    res = run(serve_args(qwen3_4b), sandbox(tmp_path, state=_state(16384)))
+    res = run(serve_args(qwen3_4b), sandbox(tmp_path, row="v0.13.0", state=_state(16384)))
     assert res.returncode == 1
     assert M.NO_CACHE_MEMORY in res.stderr
 
 
 def test_max_model_len_larger_than_kv_cache_uses_planner_numbers(tmp_path, qwen3_4b):
-    env = sandbox(tmp_path, state=_state(32768))
+    env = sandbox(tmp_path, row="v0.13.0", state=_state(32768))
     res = run(serve_args(qwen3_4b, "--gpu-memory-utilization", "0.6"), env)
     assert res.returncode == 1
     facts = inspect_model(qwen3_4b)
@@ -447,7 +447,7 @@ def test_yarn_raises_the_model_limit_as_vllm_derives_it(tmp_path):
 
 
 def test_memory_held_by_another_process_reduces_kv_and_is_registered(tmp_path, qwen3_4b):
-    env = sandbox(tmp_path)
+    env = sandbox(tmp_path, row="v0.13.0")
     procs_dir = os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL)
     facts = inspect_model(qwen3_4b)
     args = serve_args(qwen3_4b, "--max-model-len", "8192")
@@ -485,7 +485,7 @@ def test_memory_held_by_another_process_reduces_kv_and_is_registered(tmp_path, q
 
 
 def test_memory_registered_from_another_container_counts_and_is_kept(tmp_path, qwen3_4b):
-    env = sandbox(tmp_path)
+    env = sandbox(tmp_path, row="v0.13.0")
     procs_dir = os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL)
     # What an emulated vLLM in another container (another PID namespace) leaves in the
     # shared registry: its PID there is 1; we cannot see that process from here.
@@ -607,9 +607,8 @@ def test_healthy_start_log_lines_in_order(tmp_path, qwen3_4b):
         idx = [next(i for i, line in enumerate(out) if key in line) for key in order]
         assert idx == sorted(idx)
         assert out[0].startswith(f"(APIServer pid={emu.proc.pid}) INFO ")
-        tokens = DEFAULT_MODEL.budget(inspect_model(qwen3_4b), 65536, 3300, 0.9)[
-            "kv_capacity_tokens"
-        ]
+        facts = inspect_model(qwen3_4b)  # v0.23.0: vLLM's profiling model
+        tokens = DEFAULT_MODEL.budget(facts, 65536, 3300, 0.9, profiling=True)["kv_capacity_tokens"]
         assert f"GPU KV cache size: {tokens:,} tokens" in emu.output()
 
 
@@ -675,3 +674,24 @@ def test_an_a3_die_is_its_own_device(tmp_path, tiny_random_model):
             assert emu.ready, emu.output()
             kv[device] = _kv_gib(emu.output())
     assert kv[9] < kv[8] - 30, kv
+
+
+# -- vLLM's start-up memory check (v0.15.0rc1+) --------------------------------------------------
+def test_v0_23_refuses_to_start_when_free_memory_is_below_the_request(tmp_path, qwen3_4b):
+    """worker.py _init_device: a 64 GB card (3300 MB idle) where this test process holds
+    8700 MB; 0.9 of its 62236 MB device total is more than the 53536 MB free."""
+    from ascend_sim.npu_registry import register, unregister
+
+    env = sandbox(tmp_path)
+    entry = register(os.path.join(env["ASCEND_SIM_ROOT"], REGISTRY_REL), 0, 0, "python", 8700)
+    try:
+        res = run(serve_args(qwen3_4b), env)
+    finally:
+        unregister(entry)
+    assert res.returncode == 1
+    assert (
+        "ValueError: Free memory on device (52.28/60.78 GiB) on startup is less than desired "
+        "GPU memory utilization (0.9, 54.7 GiB). Decrease GPU memory utilization or reduce GPU "
+        "memory used by other processes."
+    ) in res.stderr
+    # v0.13.0 with a holder starts with a smaller cache: the test above with row v0.13.0.
