@@ -62,6 +62,7 @@ from collections.abc import Sequence
 from ..errors import CheckFailed, InputError
 from ..model.estimate import parameter_counts
 from ..model.info import inspect_model
+from ..model.tp_heads import facts_tp_sizes
 from .layout import container_visible_devices, hccl_base_port, planned_env
 from .memory import DEFAULT_MODEL, MemoryModel
 from .plan import serve_flags
@@ -233,17 +234,11 @@ def _chips(raw: dict, at: str) -> list[dict]:
 
 
 def group_tp_sizes(facts: dict) -> list[int]:
-    """TP sizes vLLM accepts for the model: they divide the attention heads, and divide the
-    KV heads or are a multiple of them (vLLM then replicates KV heads, as the Qwen3-235B
-    recipes at TP 8 / 16 with 4 KV heads do); MLA splits only the heads."""
-    heads, kv = facts["num_attention_heads"], facts["num_key_value_heads"]
-    sizes = []
-    for t in range(1, heads + 1):
-        if heads % t:
-            continue
-        if facts["mla"] or kv % t == 0 or t % kv == 0:
-            sizes.append(t)
-    return sizes
+    """TP sizes vLLM accepts for the model (``model.tp_heads``, the single-host planner's rule):
+    they divide the attention heads, and divide the KV heads or are a multiple of them (vLLM
+    then replicates KV heads, as the Qwen3-235B recipes at TP 8 / 16 with 4 KV heads do); MLA
+    splits only the heads."""
+    return facts_tp_sizes(facts)
 
 
 def _shapes(valid: list[int], members: int, chips: int, backend: str) -> list[tuple[int, int, int]]:
