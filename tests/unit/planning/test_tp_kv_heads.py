@@ -138,13 +138,26 @@ def test_single_host_and_multi_node_use_the_same_tp_rule(name):
     assert single == expected
 
 
-def test_both_planners_refuse_the_same_tp(qwen3_235b_w8a8):
+def test_both_planners_refuse_the_same_tp_in_vllms_words():
     """Qwen3-32B (64 heads, 8 KV heads) at TP 6: neither planner accepts it; TP 16 both do."""
     model = str(MODELS / "Qwen3-32B")
-    with pytest.raises(InputError, match=r"TP6 is not a valid layout"):
+    vllm_line = (
+        "Total number of attention heads (64) must be divisible by tensor parallel size (6)."
+    )
+    with pytest.raises(InputError) as group_err:
         plan_group(model, _members(), tp=6)
-    with pytest.raises(CheckFailed, match="must be divisible by tensor parallel size \\(6\\)"):
+    assert "TP6 is not a valid layout" in str(group_err.value)
+    assert f'vLLM fails with "ValueError: {vllm_line}"' in str(group_err.value)
+    with pytest.raises(CheckFailed) as single_err:
         make_plan(model, hbm_total_mb=GB64, npus=8, tp=6, estimate_weights=True)
+    assert f'vLLM fails with "ValueError: {vllm_line}"' in str(single_err.value)
     single = make_plan(model, hbm_total_mb=GB64, npus=16, tp=16, estimate_weights=True)
     assert single["tp"] == 16
     assert any("replicates each KV head on 2 ranks" in n for n in single["notes"])
+
+
+def test_multi_node_tp8_over_4_kv_heads_says_what_replication_costs():
+    plan = plan_group(str(MODELS / "Qwen3-235B-A22B"), _members(), tp=8)
+    assert (plan["dp"], plan["tp"]) == (2, 8) and plan["feasible"]
+    note = next(n for n in plan["notes"] if "KV replication costs memory" in n)
+    assert f"{94 * 2 * 128 * 2} bytes per token on every NPU" in note
