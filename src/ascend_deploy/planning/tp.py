@@ -145,9 +145,14 @@ def choose_tp(
     if tp is not None:
         failure = tp_heads.tp_head_failure(heads, kv_heads, tp, bool(s.facts.get("mla")))
         if failure is not None:
+            what = (
+                f"does not divide num_attention_heads {heads} (num_key_value_heads {kv_heads})"
+                if heads % tp
+                else f"neither divides nor is a multiple of num_key_value_heads {kv_heads} "
+                f"(num_attention_heads {heads})"
+            )
             raise CheckFailed(
-                f"tensor parallel size {tp} does not fit num_attention_heads {heads} and "
-                f'num_key_value_heads {kv_heads} (vLLM fails with "{failure}"): TP must divide '
+                f'tensor parallel size {tp} {what}; vLLM fails with "{failure}". TP must divide '
                 "the attention heads and divide or be a multiple of the KV heads; valid sizes: "
                 f"{', '.join(map(str, valid))}"
             )

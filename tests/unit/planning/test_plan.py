@@ -181,8 +181,8 @@ def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(qwen3_checkpoints):
     assert "num_attention_heads 32" in msg and "num_key_value_heads 8" in msg
     # pitfall 8's real failure, in vLLM's own words (verify_with_parallel_config)
     assert (
-        '(vLLM fails with "ValueError: Total number of attention heads (32) must be divisible '
-        'by tensor parallel size (3).")' in msg
+        'vLLM fails with "ValueError: Total number of attention heads (32) must be divisible '
+        'by tensor parallel size (3)."' in msg
     )
     # multiples of the 8 KV heads are valid too: vLLM replicates KV heads (QKVParallelLinear)
     assert msg.endswith("valid sizes: 1, 2, 4, 8, 16, 32")

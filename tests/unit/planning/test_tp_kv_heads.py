@@ -161,3 +161,19 @@ def test_multi_node_tp8_over_4_kv_heads_says_what_replication_costs():
     assert (plan["dp"], plan["tp"]) == (2, 8) and plan["feasible"]
     note = next(n for n in plan["notes"] if "KV replication costs memory" in n)
     assert f"{94 * 2 * 128 * 2} bytes per token on every NPU" in note
+
+
+def test_tp_dividing_the_heads_but_not_fitting_the_kv_heads_is_refused(tmp_path):
+    """48 heads, 8 KV heads (Qwen3-32B's config otherwise): TP 6 divides the heads, but it
+    neither divides the 8 KV heads nor is a multiple of them; 16, 24 and 48 are multiples."""
+    cfg = json.loads((MODELS / "Qwen3-32B" / "config.json").read_text())
+    cfg.update(num_attention_heads=48, num_key_value_heads=8)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckFailed) as err:
+        make_plan(str(tmp_path), hbm_total_mb=GB64, npus=8, tp=6, estimate_weights=True)
+    msg = str(err.value)
+    assert msg.startswith(
+        "tensor parallel size 6 neither divides nor is a multiple of num_key_value_heads 8 "
+        '(num_attention_heads 48); vLLM fails with "AssertionError: 8 is not divisible by 6".'
+    )
+    assert msg.endswith("valid sizes: 1, 2, 4, 8, 16, 24, 48")
