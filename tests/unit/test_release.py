@@ -33,8 +33,11 @@ def test_one_version_for_cli_wheel_and_collection(capsys):
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {
         "attr": "ascend_deploy.__version__"
     }
-    first = re.search(r"^## (\S+)", (REPO / "CHANGELOG.md").read_text(), re.M)
-    assert first and first.group(1) == __version__  # the changelog's newest entry
+    # the changelog's newest released entry (an "Unreleased" section may come first)
+    headings = re.findall(r"^## (\S+)", (REPO / "CHANGELOG.md").read_text(), re.M)
+    released = [h for h in headings if h != "Unreleased"]
+    assert headings[: headings.index(released[0])] in ([], ["Unreleased"])
+    assert released[0] == __version__
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.strip() == f"ascend-deploy {__version__}"
