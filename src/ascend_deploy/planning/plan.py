@@ -226,7 +226,8 @@ def kv_replication_notes(facts: dict, tp: int, kv_bytes_per_token_per_npu: int) 
         f"ranks (QKVParallelLinear), so every rank caches 1 KV head and the group holds "
         f"{copies} copies of the KV cache; KV replication costs memory: "
         f"{kv_bytes_per_token_per_npu} bytes per token on every NPU, as at TP {kv}, the larger "
-        "TP adds room for weights, not for tokens"
+        "TP adds room for weights, not for tokens (each rank also loads its head's K and V "
+        "projections whole)"
     ]
 
 

@@ -177,3 +177,17 @@ def test_tp_dividing_the_heads_but_not_fitting_the_kv_heads_is_refused(tmp_path)
         '(num_attention_heads 48); vLLM fails with "AssertionError: 8 is not divisible by 6".'
     )
     assert msg.endswith("valid sizes: 1, 2, 4, 8, 16, 24, 48")
+
+
+def test_replicated_kv_heads_cost_weight_memory_too(qwen3_235b_w8a8):
+    """At TP 8 over 4 KV heads each rank loads one whole head of K and V per layer: 94 layers
+    x 2 x 4096 x 128 x 2 bytes x (1 - 4/8) = 94 MiB above an even 1/8 split (the emulator's
+    weights_per_rank loads the same)."""
+    facts = inspect_model(qwen3_235b_w8a8, estimate=True)
+    assert DEFAULT_MODEL.replicated_kv_weight_bytes(facts, 4) == 0
+    assert DEFAULT_MODEL.replicated_kv_weight_bytes(facts, 8) == 94 * 2 * 4096 * 128 * 2 // 2
+    at8 = DEFAULT_MODEL.budget(facts, GB64, IDLE_USED, 0.9, tp=8)["weights_per_npu_mb"]
+    even = -(
+        -(facts["weight_bytes_served"] + DEFAULT_MODEL.vocab_padding_bytes(facts)) // (8 << 20)
+    )
+    assert at8 - even == 94
