@@ -24,6 +24,7 @@ from .files import (
     weights_on_disk,
 )
 from .modelslim import check_description, linear_weights
+from .tp_heads import kv_heads_per_rank
 
 FP8_DTYPES = frozenset({"F8_E4M3", "F8_E5M2"})
 SCALE_SUFFIX = "_scale_inv"
@@ -338,7 +339,7 @@ def kv_values_per_token_per_layer(arch: dict, tp: int = 1) -> int:
     mla = arch.get("mla")
     if mla:
         return mla["kv_lora_rank"] + mla["qk_rope_head_dim"]
-    return 2 * max(1, arch["num_key_value_heads"] // tp) * arch["head_dim"]
+    return 2 * kv_heads_per_rank(arch["num_key_value_heads"], tp) * arch["head_dim"]
 
 
 def kv_bytes_per_token(arch: dict, kv_dtype_bytes: int = 2) -> int:

@@ -137,6 +137,17 @@ class MemoryModel:
         return pad * model["hidden_size"] * model.get("kv_dtype_bytes", 2) * tables
 
     @staticmethod
+    def replicated_kv_weight_bytes(model: dict, tp: int) -> int:
+        """K and V projection bytes one rank loads beyond an even 1/TP split when TP exceeds
+        the KV heads: it holds one whole (replicated) head, ``QKVParallelLinear`` (MHA/GQA).
+        Counted at the model dtype (conservative for int8 checkpoints)."""
+        kv = model["num_key_value_heads"]
+        if model.get("mla") or tp <= kv:
+            return 0
+        head = model["hidden_size"] * model["head_dim"] * model.get("kv_dtype_bytes", 2)
+        return model["num_hidden_layers"] * 2 * (head - head * kv // tp)
+
+    @staticmethod
     def mlp_width(model: dict) -> int:
         """The widest MLP intermediate one token produces: the dense ``intermediate_size``,
         or for MoE the routed experts' ``experts_per_token x moe_intermediate_size`` plus the
@@ -180,7 +191,9 @@ class MemoryModel:
         docstring); its breakdown adds ``device_total_mb``, ``free_at_start_mb``,
         ``capture_need_mb`` and ``capture_headroom_mb``.
         """
-        weights = -(-(model["weight_bytes_served"] + self.vocab_padding_bytes(model)) // (tp * MIB))
+        model_bytes = model["weight_bytes_served"] + self.vocab_padding_bytes(model)
+        replicas = self.replicated_kv_weight_bytes(model, tp)
+        weights = -(-(model_bytes + replicas * tp) // (tp * MIB))
         activation = self.activation_mb(model, tp, max_num_seqs)
         graph = 0 if enforce_eager else self.graph_capture_mb
         hccl = self.hccl_buffsize_mb * 2 * self.hccl_communicators if tp > 1 else 0

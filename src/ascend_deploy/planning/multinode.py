@@ -62,9 +62,10 @@ from collections.abc import Sequence
 from ..errors import CheckFailed, InputError
 from ..model.estimate import parameter_counts
 from ..model.info import inspect_model
+from ..model.tp_heads import facts_tp_sizes, tp_head_failure
 from .layout import container_visible_devices, hccl_base_port, planned_env
 from .memory import DEFAULT_MODEL, MemoryModel
-from .plan import serve_flags
+from .plan import kv_replication_notes, serve_flags
 from .rules import check_rules, shipped_rules
 from .tp import Sizing, size_for_tp
 from .validation import check_model, hardware_entry, vllm_ascend_version
@@ -233,17 +234,11 @@ def _chips(raw: dict, at: str) -> list[dict]:
 
 
 def group_tp_sizes(facts: dict) -> list[int]:
-    """TP sizes vLLM accepts for the model: they divide the attention heads, and divide the
-    KV heads or are a multiple of them (vLLM then replicates KV heads, as the Qwen3-235B
-    recipes at TP 8 / 16 with 4 KV heads do); MLA splits only the heads."""
-    heads, kv = facts["num_attention_heads"], facts["num_key_value_heads"]
-    sizes = []
-    for t in range(1, heads + 1):
-        if heads % t:
-            continue
-        if facts["mla"] or kv % t == 0 or t % kv == 0:
-            sizes.append(t)
-    return sizes
+    """TP sizes vLLM accepts for the model (``model.tp_heads``, the single-host planner's rule):
+    they divide the attention heads, and divide the KV heads or are a multiple of them (vLLM
+    then replicates KV heads, as the Qwen3-235B recipes at TP 8 / 16 with 4 KV heads do); MLA
+    splits only the heads."""
+    return facts_tp_sizes(facts)
 
 
 def _shapes(valid: list[int], members: int, chips: int, backend: str) -> list[tuple[int, int, int]]:
@@ -406,11 +401,17 @@ def plan_group(
             want = " x ".join(
                 f"{k}{v}" for k, v in (("DP", dp), ("TP", tp), ("PP", pp)) if v is not None
             )
+            failure = None
+            if tp is not None:
+                failure = tp_head_failure(
+                    facts["num_attention_heads"], facts["num_key_value_heads"], tp, facts["mla"]
+                )
             raise InputError(
                 f"{want} is not a valid layout for {facts['model_type']} "
                 f"({facts['num_attention_heads']} heads, {facts['num_key_value_heads']} KV heads) "
                 f"on {len(members)} members x {chips} NPUs ({backend}); "
-                f"valid: {_shape_text(shapes)}"
+                + (f'vLLM fails with "{failure}"; ' if failure else "")
+                + f"valid: {_shape_text(shapes)}"
             )
         chosen = sized(pinned[0])
     else:
@@ -435,6 +436,7 @@ def plan_group(
                     f"other chips (valid layouts: {_shape_text(shapes)})"
                 )
     d, t, p = chosen["dp"], chosen["tp"], chosen["pp"]
+    notes += kv_replication_notes(facts, t, chosen["budget"]["kv_bytes_per_token_per_npu"])
     local = chips // t if backend == "mp" else 0
     quant = "ascend" if facts["quant_method"] == "ascend" else None
     if hw.get("eager_only") and not enforce_eager:

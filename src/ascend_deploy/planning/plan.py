@@ -33,6 +33,7 @@ import shlex
 from collections.abc import Sequence
 
 from ..errors import InputError
+from ..model import tp_heads
 from ..model.info import inspect_model
 from .layout import planned_env, replica_specs, swap_space
 from .memory import DEFAULT_MODEL, MemoryModel, capture_warning, profiles_memory, startup_refusal
@@ -150,6 +151,7 @@ def make_plan(
     capture = None if refusal else capture_warning(chosen["budget"])
     if capture:
         notes.append(f"WARNING: {capture}")
+    notes += kv_replication_notes(facts, t, chosen["budget"]["kv_bytes_per_token_per_npu"])
     if hw.get("placement"):
         per = f"{len(ids) // t} replica(s) x TP {t} on {len(ids)} devices"
         notes.append(f"{hw['placement']}: {per}")
@@ -227,6 +229,22 @@ def _sizing_notes(chosen: dict, npus: int, max_pos: int, max_model_len: int | No
             "tokens: that is what the KV cache holds"
         )
     return notes
+
+
+def kv_replication_notes(facts: dict, tp: int, kv_bytes_per_token_per_npu: int) -> list[str]:
+    """What replicated KV heads cost when TP exceeds the KV heads (MHA/GQA only)."""
+    kv = facts["num_key_value_heads"]
+    copies = tp_heads.kv_head_replicas(kv, tp)
+    if facts.get("mla") or copies == 1:
+        return []
+    return [
+        f"TP {tp} is larger than the {kv} KV heads: vLLM replicates each KV head on {copies} "
+        f"ranks (QKVParallelLinear), so every rank caches 1 KV head and the group holds "
+        f"{copies} copies of the KV cache; KV replication costs memory: "
+        f"{kv_bytes_per_token_per_npu} bytes per token on every NPU, as at TP {kv}, the larger "
+        "TP adds room for weights, not for tokens (each rank also loads its head's K and V "
+        "projections whole)"
+    ]
 
 
 def _expert_parallel(

@@ -1,33 +1,32 @@
 """Tensor-parallel choice: which TP sizes the heads allow and which one fits the memory.
 
-TP must divide both the attention and the KV head counts (pitfall 8; MLA splits only the
-heads). Without a pinned TP the size with the longest context that fits wins, the smaller
-one on a tie; when none fits on the NPUs given, the reason names the smallest larger TP that
-would. Sizing one TP (context length, concurrency, reasons) follows ``memory.MemoryModel``.
+TP follows vLLM's rule (``model.tp_heads``, shared with the multi-node planner and the
+emulator): it divides the attention heads (pitfall 8) and divides the KV heads or is a
+multiple of them, KV heads then being replicated (MLA splits only the heads). Without a
+pinned TP the size with the longest context that fits wins, the smaller one on a tie; when
+none fits on the NPUs given, the reason names the smallest larger TP that would. Sizing one
+TP (context length, concurrency, reasons) follows ``memory.MemoryModel``.
 Standard library only.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..errors import CheckFailed
+from ..model import tp_heads
 from .memory import MemoryModel
 
 
-def valid_tp_sizes(heads: int, kv_heads: int) -> list[int]:
-    """TP sizes that divide both head counts."""
-    g = math.gcd(heads, kv_heads)
-    return [d for d in range(1, g + 1) if g % d == 0]
+def valid_tp_sizes(heads: int, kv_heads: int, mla: bool = False) -> list[int]:
+    """TP sizes vLLM accepts for these head counts (``model.tp_heads.valid_tp_sizes``)."""
+    return tp_heads.valid_tp_sizes(heads, kv_heads, mla)
 
 
 def model_tp_sizes(facts: dict) -> tuple[list[int], int, int]:
     """Valid TP sizes of a model with the head counts they were derived from."""
     heads, kv_heads = facts["num_attention_heads"], facts["num_key_value_heads"]
-    if facts["mla"]:
-        kv_heads = heads  # MLA caches one latent per token, replicated: only heads split
-    return valid_tp_sizes(heads, kv_heads), heads, kv_heads
+    return tp_heads.facts_tp_sizes(facts), heads, kv_heads
 
 
 @dataclass(frozen=True)
@@ -144,13 +143,21 @@ def choose_tp(
 ) -> dict:
     """The sizing of the chosen TP (with ``reasons`` when none fits on ``npus`` NPUs).
 
-    A pinned ``tp`` that does not divide the heads or needs more NPUs is CheckFailed.
+    A pinned ``tp`` vLLM refuses (``model.tp_heads``) or that needs more NPUs is CheckFailed.
     """
     if tp is not None:
-        if tp not in valid:
+        failure = tp_heads.tp_head_failure(heads, kv_heads, tp, bool(s.facts.get("mla")))
+        if failure is not None:
+            what = (
+                f"does not divide num_attention_heads {heads} (num_key_value_heads {kv_heads})"
+                if heads % tp
+                else f"neither divides nor is a multiple of num_key_value_heads {kv_heads} "
+                f"(num_attention_heads {heads})"
+            )
             raise CheckFailed(
-                f"tensor parallel size {tp} does not divide num_attention_heads {heads} and "
-                f"num_key_value_heads {kv_heads}; valid sizes: {', '.join(map(str, valid))}"
+                f'tensor parallel size {tp} {what}; vLLM fails with "{failure}". TP must divide '
+                "the attention heads and divide or be a multiple of the KV heads; valid sizes: "
+                f"{', '.join(map(str, valid))}"
             )
         if tp > npus:
             raise CheckFailed(f"tensor parallel size {tp} needs {tp} NPUs but --npus is {npus}")

@@ -8,6 +8,8 @@ source file and line number (``[kv_cache_utils.py:1087]``), ``LOC`` gives the on
 
 from __future__ import annotations
 
+from ascend_deploy.model import tp_heads
+
 # --- Logging ---------------------------------------------------------------------------
 # vLLM's logger format: "%(levelname)s %(month-day time)s [%(filename)s:%(lineno)d] %(message)s",
 # prefixed with "(<ProcessName> pid=N) " by vLLM >= 0.10.1's multiprocess prefixing.
@@ -242,22 +244,13 @@ ASCEND_QUANT_SLOW = (
 )
 
 # --- Pitfall 8: TP vs heads -------------------------------------------------------------------
-# Source: vllm/config.py ModelConfig.verify_with_parallel_config.
-HEADS_NOT_DIVISIBLE = (
-    "ValueError: Total number of attention heads ({heads}) must be divisible by tensor parallel "
-    "size ({tp})."
-)
-# Source: https://github.com/vllm-project/vllm/pull/8054 (Ascend attention view under TP),
-# pitfall 8 (tests/data/logs).
-SHAPE_INVALID = (
-    "RuntimeError: shape '[-1, {seq}, {heads}, {head_dim}]' is invalid for input of size {size}"
-)
-# vllm-ascend troubleshooting.md: "Shape mismatch like `128 vs 64` when tp_size >
-# num_key_value_heads"; the full line is torch's standard size-mismatch RuntimeError.
-SIZE_MISMATCH = (
-    "RuntimeError: The size of tensor a ({a}) must match the size of tensor b ({b}) at "
-    "non-singleton dimension 2"
-)
+# vLLM's own lines, one copy in ascend_deploy.model.tp_heads (the planner refuses the same TPs):
+# ModelConfig.verify_with_parallel_config (https://github.com/vllm-project/vllm/blob/main/
+# vllm/config/model.py) and QKVParallelLinear's divide() (vllm/model_executor/layers/linear.py,
+# vllm/distributed/utils.py ensure_divisibility). TP a multiple of the KV heads is served
+# (KV heads replicated), as vLLM-Ascend serves Qwen3-235B-A22B (4 KV heads) at TP 8.
+HEADS_NOT_DIVISIBLE = tp_heads.HEADS_NOT_DIVISIBLE
+KV_NOT_DIVISIBLE = tp_heads.NOT_DIVISIBLE
 # Source: https://github.com/gpustack/gpustack/issues/3352 (the CANN runtime's log when the
 # container has one mounted device and ASCEND_RT_VISIBLE_DEVICES=4), and vllm-ascend PR #10227
 # (the runtime drops mask entries outside the container's numbering; set_device then fails

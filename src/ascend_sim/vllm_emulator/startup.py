@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from ascend_deploy.errors import InputError
+from ascend_deploy.model import tp_heads
 from ascend_deploy.model.files import load_config, read_json_file, read_weight_layout
 from ascend_deploy.planning.rules import block_fp8_rule, shipped_rules
 
@@ -351,6 +352,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if quant is not None and not fp8 and quant not in beh.supported_quantization:
         _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
     if heads % args.tensor_parallel_size:
+        # vLLM's verify_with_parallel_config, in the API process (model/tp_heads.py).
         _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
 
     if args.quantization == "ascend":
@@ -400,25 +402,11 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             loc="multiproc_executor.py:599",
         )
     hccl_sock = _bind_hccl_port(log) if tp > 1 else None
-    if kv_heads % tp and tp % kv_heads:
-        # Pitfall 8: each rank gets kv_heads*head_dim/tp columns, not a whole number of heads,
-        # so the attention view fails (the vllm PR #8054 signature).
-        seq = 49
-        _fail_engine(
-            log,
-            [
-                M.SHAPE_INVALID.format(
-                    seq=seq,
-                    heads=max(1, kv_heads // tp),
-                    head_dim=head_dim,
-                    size=seq * (kv_heads * head_dim // tp),
-                )
-            ],
-        )
-    if tp > kv_heads:
-        # vllm-ascend troubleshooting: "Shape mismatch like `128 vs 64` when
-        # tp_size > num_key_value_heads" (rendered as torch's size-mismatch error).
-        _fail_engine(log, [M.SIZE_MISMATCH.format(a=head_dim, b=kv_heads * head_dim // tp)])
+    kv_failure = tp_heads.tp_head_failure(heads, kv_heads, tp, bool(config.get("kv_lora_rank")))
+    if kv_failure is not None:
+        # QKVParallelLinear's divide(): TP neither divides nor is a multiple of the KV heads
+        # (vLLM replicates KV heads when TP is a multiple: model/tp_heads.py).
+        _fail_engine(log, [kv_failure])
 
     # 5. Weights, profiling, KV cache (memory.py: the emulated card, not the planner's model).
     tensors = [

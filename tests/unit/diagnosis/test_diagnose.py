@@ -281,7 +281,7 @@ def test_emulator_log_lines_diagnose_as_their_pitfall():
         ): "free_memory_below_utilization",
         M.MAX_LEN_ABOVE_DERIVED.format(user=99999, derived=40960): "bad_model_config",
         M.HEADS_NOT_DIVISIBLE.format(heads=32, tp=3): "tp_heads_not_divisible",
-        M.SIZE_MISMATCH.format(a=128, b=64): "tp_kv_heads_shape_mismatch",
+        M.KV_NOT_DIVISIBLE.format(numerator=6, denominator=4): "tp_kv_heads_shape_mismatch",
         M.FAILED_INFER_DEVICE: "npu_platform_not_detected",
         M.ACL_INTERNAL: "acl_init_failed_driver_mismatch",
         M.PREEMPTED.format(req="r1", total=3): "kv_cache_exhausted",

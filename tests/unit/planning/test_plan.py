@@ -179,10 +179,18 @@ def test_tp_not_dividing_heads_names_numbers_and_valid_sizes(qwen3_checkpoints):
     msg = str(err.value)
     assert "tensor parallel size 3" in msg
     assert "num_attention_heads 32" in msg and "num_key_value_heads 8" in msg
-    assert "valid sizes: 1, 2, 4, 8" in msg
-    assert valid_tp_sizes(40, 8) == [1, 2, 4, 8]
-    assert valid_tp_sizes(16, 8) == [1, 2, 4, 8]
-    assert valid_tp_sizes(28, 4) == [1, 2, 4]
+    # pitfall 8's real failure, in vLLM's own words (verify_with_parallel_config)
+    assert (
+        'vLLM fails with "ValueError: Total number of attention heads (32) must be divisible '
+        'by tensor parallel size (3)."' in msg
+    )
+    # multiples of the 8 KV heads are valid too: vLLM replicates KV heads (QKVParallelLinear)
+    assert msg.endswith("valid sizes: 1, 2, 4, 8, 16, 32")
+    assert valid_tp_sizes(40, 8) == [1, 2, 4, 8, 40]  # 5, 10, 20: neither divisor nor multiple
+    assert valid_tp_sizes(16, 8) == [1, 2, 4, 8, 16]
+    assert valid_tp_sizes(28, 4) == [1, 2, 4, 28]  # 7, 14: not multiples of 4
+    assert valid_tp_sizes(64, 4) == [1, 2, 4, 8, 16, 32, 64]  # Qwen3-235B-A22B
+    assert valid_tp_sizes(128, 128, mla=True) == [1, 2, 4, 8, 16, 32, 64, 128]
 
 
 def test_tp_larger_than_npus(qwen3_checkpoints):
@@ -208,7 +216,8 @@ def test_fp8_14b_fits_a_64gb_card_but_not_a_32gb_card(qwen3_checkpoints):
         in (small["reasons"][0])
     )
     assert (
-        "valid larger sizes need more NPUs: 2, 4, 8 (TP 2 on 2 NPUs fits: " in small["reasons"][1]
+        "valid larger sizes need more NPUs: 2, 4, 8, 40 (TP 2 on 2 NPUs fits: "
+        in small["reasons"][1]
     )
     two = make_plan(qwen3_checkpoints["14b-fp8"], hbm_total_mb=GB32, hbm_used_mb=3000, npus=2)
     assert two["feasible"] and two["tp"] == 2 and two["replicas"] == 1
@@ -289,7 +298,8 @@ def test_yarn_context_pinned_on_one_32gb_card_is_refused_with_numbers(qwen3_8b_y
     )
     assert two["feasible"] and two["tp"] == 2 and two["max_model_len"] == 131072
     assert (
-        "valid larger sizes need more NPUs: 2, 4, 8 (TP 2 on 2 NPUs fits: its KV cache " in second
+        "valid larger sizes need more NPUs: 2, 4, 8, 16, 32 (TP 2 on 2 NPUs fits: its KV cache "
+        in second
     )
     assert f"holds {two['kv_capacity_tokens']} tokens, max_model_len 131072)" in second
 
@@ -327,7 +337,7 @@ def test_no_room_at_all(qwen3_checkpoints):
     assert "(TP 2 on 2 NPUs fits: its KV cache holds " in plan["reasons"][-1]
     full = make_plan(qwen3_checkpoints["4b-fp8"], hbm_total_mb=GB32, hbm_used_mb=28000)
     assert full["reasons"][-1].endswith(
-        "valid larger sizes need more NPUs: 2, 4, 8 (none of them fits either)"
+        "valid larger sizes need more NPUs: 2, 4, 8, 16, 32 (none of them fits either)"
     )
     assert (
         "no HBM left for the KV cache" in plan["reasons"][0]
@@ -654,7 +664,7 @@ def test_cli_infeasible_exit_1(qwen3_checkpoints, capsys):
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["--tp", "3", "--npus", "4"], 1, "valid sizes: 1, 2, 4, 8"),
+        (["--tp", "3", "--npus", "4"], 1, "valid sizes: 1, 2, 4, 8, 16, 32\n"),
         (["--max-model-len", "50000"], 1, "max_position_embeddings 40960"),
         (["--quantization", "ascend"], 1, "quant_model_description.json"),
         (["--vllm-ascend", "nightly"], 2, "not a version"),

@@ -31,7 +31,13 @@ def _free_port() -> str:
 
 @pytest.mark.parametrize(
     ("preset", "row", "tp"),
-    [("a2-910b3-8x64g", "v0.23.0", 1), ("a2-910b4-8x32g", "v0.11.0", 2)],
+    [
+        ("a2-910b3-8x64g", "v0.23.0", 1),
+        ("a2-910b4-8x32g", "v0.11.0", 2),
+        # TP 16 over Qwen3-4B's 8 KV heads: vLLM replicates each KV head on 2 ranks; the plan
+        # and the emulator both size one head per rank (weights and KV cache).
+        ("a3-ascend910-16chip", "v0.23.0", 16),
+    ],
 )
 def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, qwen3_4b, preset, row, tp):
     state = preset_state(preset)
@@ -40,9 +46,10 @@ def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, qwen3_4b, prese
         qwen3_4b,
         hbm_total_mb=card["hbm_total_mb"],
         hbm_used_mb=card["idle_hbm_used_mb"],
-        npus=card["count"],
+        npus=card["count"] * card.get("chips_per_card", 1),  # A3: every die is a device
         vllm_ascend=row,
         tp=tp,
+        hardware=preset.split("-", 1)[0],
     )
     assert plan["feasible"], plan["reasons"]
     argv = list(plan["argv"])
@@ -51,7 +58,8 @@ def test_plan_argv_starts_with_the_planned_kv_capacity(tmp_path, qwen3_4b, prese
     args[args.index("--host") + 1] = "127.0.0.1"
     args[args.index("--port") + 1] = "0"
     env = {**plan["env"], "HCCL_IF_BASE_PORT": _free_port()}
-    root = make_root(str(tmp_path / "root"), state=state)
+    devices = card["count"] * card.get("chips_per_card", 1)
+    root = make_root(str(tmp_path / "root"), state=state, devices=devices)
     with Emulator(
         args, emulator_env(root, write_row(str(tmp_path / "row.json"), row), **env)
     ).start() as emu:
