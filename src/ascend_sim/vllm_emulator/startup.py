@@ -320,7 +320,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     config = load_config(model)
     archs = config.get("architectures") or ["?"]
     log.info("__init__.py:744", M.RESOLVED_ARCH.format(arch=archs[0]))
-    layers, heads, kv_heads, head_dim = _head_dims(config, model)
+    layers, heads, kv_heads, _head_dim = _head_dims(config, model)
     # vLLM's _get_and_verify_max_len, encoded by the emulator itself (model_config.py).
     try:
         derived = derived_max_model_len(config)
