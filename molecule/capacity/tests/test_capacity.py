@@ -251,6 +251,9 @@ def twin_burst(host, prompts, planned_burst) -> dict:
     return {"before": before, "after": preemptions(base), "results": results}
 
 
+RELEASE = "v0.23.0"  # molecule.yml: quay.io/ascend/vllm-ascend:v0.23.0 (kv_sizing.py's default)
+
+
 def tiny_plan(sizing: dict, **pins: int) -> dict:
     """The planner's plan for the tiny model on NPU 0 as converge found it, with ``pins``."""
     npu = npu0_before()
@@ -260,6 +263,7 @@ def tiny_plan(sizing: dict, **pins: int) -> dict:
         hbm_used_mb=npu["hbm_used_mb"],
         max_model_len=MAX_MODEL_LEN,
         gpu_memory_utilization=sizing["gpu_memory_utilization"],
+        vllm_ascend=RELEASE,  # the scenario's image: its release's memory model
         **pins,
     )
 
