@@ -41,6 +41,15 @@ options:
     type: list
     elements: int
     default: []
+  devices:
+    description: >-
+      Device ids (npu_facts' C(device)) of the chips the service will use. When given, a foreign
+      process counts only when it holds memory on one of these chips (the other die of an A3
+      card, or the other chip of a 300I Duo card, is not in the way); a chip without a device id
+      is judged by C(npus). Empty means by NPU.
+    type: list
+    elements: int
+    default: []
   proc_root:
     description: procfs mount.
     type: path
@@ -139,6 +148,7 @@ def main() -> None:
             "keep": {"type": "list", "elements": "str", "default": []},
             "npu_info": {"type": "dict"},
             "npus": {"type": "list", "elements": "int", "default": []},
+            "devices": {"type": "list", "elements": "int", "default": []},
             "proc_root": {"type": "path", "default": "/proc"},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
             "kill_foreign": {"type": "bool", "default": False},
@@ -147,7 +157,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    names = ("service", "ports", "npu_info", "npus", "keep", "kill_foreign", "proc_root")
+    names = ("service", "ports", "npu_info", "npus", "devices", "keep", "kill_foreign", "proc_root")
     scope = Scope(**{k: p[k] for k in names})
     try:
         found = settle(scope, p["state"] == "absent", module.check_mode, p["grace_s"])

@@ -24,6 +24,14 @@ options:
     description: Seconds to wait for each npu-smi call.
     type: float
     default: 30
+  hardware:
+    description:
+      - The hardware family the operator declared (C(ascend_runtime_hardware)). When the chip
+        names show another family the module fails naming both and the fix, so a playbook can
+        stop a host before it changes anything. C(auto) checks nothing.
+    type: str
+    default: auto
+    choices: [auto, a2, a3, a5, 310p]
 author:
   - ascend-deploy maintainers
 """
@@ -35,6 +43,10 @@ EXAMPLES = r"""
 - name: Use the npu-smi mounted into a container
   npu_facts:
     npu_smi_path: /usr/local/sbin/npu-smi
+
+- name: Stop a host whose chips are not the declared family, before any change
+  npu_facts:
+    hardware: "{{ ascend_runtime_hardware }}"
 
 - name: Refuse hosts with an unhealthy chip
   ansible.builtin.assert:
@@ -106,6 +118,7 @@ from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.
 )
 from ansible_collections.ascend_vllm.serving.plugins.module_utils.ascend_deploy.host.npu_smi import (
     assign_devices,
+    hardware_mismatch,
     hardware_of,
     parse,
     run_npu_smi,
@@ -117,6 +130,11 @@ def main() -> None:
         argument_spec={
             "npu_smi_path": {"type": "str", "default": "npu-smi"},
             "timeout": {"type": "float", "default": 30.0},
+            "hardware": {
+                "type": "str",
+                "default": "auto",
+                "choices": ["auto", "a2", "a3", "a5", "310p"],
+            },
         },
         supports_check_mode=True,
     )
@@ -131,6 +149,9 @@ def main() -> None:
         )
     except AscendDeployError as exc:
         module.fail_json(msg=str(exc))
+    mismatch = hardware_mismatch(module.params["hardware"], info.get("chips") or [])
+    if mismatch:
+        module.fail_json(msg=f"{mismatch[0]}. Fix: {mismatch[1]}")
     facts: dict = {
         "info": info,
         "hardware": hardware_of(info.get("chips") or []),

@@ -39,7 +39,15 @@ HOST = f"{PREFIX}-0"
 IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
 STATE = "/etc/ascend-deploy/qwen3"
 BAD_REQUESTS = '{"vllm_service_extra_env": {"ASCEND_SIM_TEST_CRASH_ON_REQUEST": "1"}}'
-NEVER_HEALTHY = '{"vllm_service_extra_args": ["--no-such-engine-flag"]}'
+# Replicas that keep running and never answer /health (the emulator's test-only hang switch), so
+# the health wait lasts its whole (short) timeout: a Ctrl-C 3 s into it always lands inside it (a
+# replica that exits at once let a fast host reach the rollback before the signal).
+NEVER_HEALTHY = json.dumps(
+    {
+        "vllm_service_extra_env": {"ASCEND_SIM_TEST_HANG_AT_LOAD": "1"},
+        "vllm_service_health_timeout": 40,
+    }
+)
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -79,7 +87,9 @@ def deploy(inventory: Path, tmp: Path, name: str, *args: str) -> tuple[int, str]
     return done.returncode, re.sub(r"\s+", " ", out)
 
 
-def interrupt(inventory: Path, tmp: Path, name: str, task: str, *args: str) -> str:
+def interrupt(
+    inventory: Path, tmp: Path, name: str, task: str, *args: str, settle: float = 3
+) -> str:
     """Run deploy.yml and send SIGINT to its process group once ``task`` has started."""
     log = tmp / f"{name}.log"
     with log.open("w") as out:
@@ -96,7 +106,7 @@ def interrupt(inventory: Path, tmp: Path, name: str, task: str, *args: str) -> s
             assert proc.poll() is None, f"{name} ended before {task!r}:\n{log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"{name}: {task!r} never started"
             time.sleep(0.5)
-        time.sleep(3)  # inside the task, as an operator's Ctrl-C would be
+        time.sleep(settle)  # inside the task, as an operator's Ctrl-C would be
         os.killpg(proc.pid, signal.SIGINT)
         try:
             proc.wait(timeout=120)
@@ -231,9 +241,13 @@ def test_concurrent_runs_then_interruptions_keep_a_verified_definition(host):
         inventory,
         tmp,
         "rollback-sigint",
-        "ascend_vllm.serving.vllm_service : Start the kept",
+        # The rollback records its phase just before this task; the kept definition needs removal,
+        # eight starts and a health wait after it, so a Ctrl-C here always lands inside the rollback
+        # (in "Start the kept replicas" a fast host finished the rollback before the signal).
+        "ascend_vllm.serving.vllm_service : Remove the replicas of the failed",
         "-e",
         NEVER_HEALTHY,
+        settle=1,
     )
     assert json.loads(read(f"{STATE}/transition.json"))["phase"] == "rolling-back"
     rc, out = deploy(inventory, tmp, "rollback-rerun", "-e", NEVER_HEALTHY)

@@ -8,6 +8,10 @@ One simulated host with four 910B3 chips. Service ``alpha`` serves at TP 2 on NP
    targets, the summary row names the service;
 3. undeploy alpha: beta keeps serving and keeps its targets; alpha's containers, config and
    targets are gone.
+
+Beta runs a release the bundle does not ship (issue 23, "A site matrix"): the fixture's fictional
+v0.30.0 row, given by ``ascend_compat_matrix_file`` and pinned, is resolved on the controller and
+deployed from its own emulated image (built here from that row's versions).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ascend_sim import fleet
+from ascend_sim import fleet, images
 from ascend_sim.state import load_preset
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -31,6 +35,9 @@ BIN = Path(sys.executable).parent
 PREFIX = "two-services"
 HOST = f"{PREFIX}-0"
 IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
+SITE_MATRIX = REPO / "tests" / "data" / "site-matrix" / "site-v0.30.0.json"
+SITE_RELEASE = "v0.30.0"
+SITE_IMAGE = f"quay.io/ascend/vllm-ascend:{SITE_RELEASE}"
 SERVICES = {"alpha": ([0, 1], 8000), "beta": ([2, 3], 8100)}
 KEY = "two-services-key"  # simulated host only
 ENV = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
@@ -55,6 +62,11 @@ def playbook(inventory: Path, tmp: Path, name: str, play: str, service: str) -> 
         "ascend_canary": False,
         "ascend_report_dir": str(tmp / "reports"),
     }
+    if service == "beta":
+        extra |= {
+            "ascend_compat_matrix_file": str(SITE_MATRIX),
+            "ascend_runtime_vllm_ascend": SITE_RELEASE,
+        }
     cmd = [str(BIN / "ansible-playbook"), "-i", str(REPO / "inventory" / "sim")]
     cmd += ["-i", str(inventory), play, "--limit", f"{HOST},localhost", "-e", json.dumps(extra)]
     done = subprocess.run(
@@ -87,6 +99,28 @@ def answer(port: int) -> str:
 def containers() -> dict[str, str]:
     out = on_host("docker ps -a --format '{{.Names}} {{.State}}'")
     return dict(line.split(" ", 1) for line in out.splitlines() if line)
+
+
+def image_of(container: str) -> str:
+    return on_host(f"docker inspect -f '{{{{.Config.Image}}}}' {container}")
+
+
+def site_image() -> str:
+    """The site row's emulated image (its versions as build arguments, as build-images.sh)."""
+    (row,) = json.loads(SITE_MATRIX.read_text())["rows"]
+    args = {
+        "VLLM_ASCEND_VERSION": row["vllm_ascend"].lstrip("v"),
+        "VLLM_VERSION": row["vllm"].lstrip("v"),
+        "TORCH_VERSION": row["torch"],
+        "TORCH_NPU_VERSION": row["torch_npu"],
+        "CANN_VERSION": row["cann"],
+        "HARDWARE": "a2",
+    }
+    spec = images.ImageSpec(
+        f"vllm-{SITE_RELEASE}", "docker/vllm-ascend/Dockerfile", (SITE_IMAGE,), args
+    )
+    images.build(spec, images.ensure_base(None))
+    return SITE_IMAGE
 
 
 def env_of(container: str) -> dict[str, str]:
@@ -127,7 +161,7 @@ def host(tmp_path_factory):
         fleet.up(
             [f"{HOST}={tmp / 'state.json'}"],
             PREFIX,
-            images=[IMAGE],
+            images=[IMAGE, site_image()],
             ports="8000-8001",
             inventory=inventory,
         )
@@ -152,6 +186,8 @@ def test_two_tp2_services_serve_side_by_side_and_keep_their_targets(host):
     assert rc == 0, out[-4000:]
     on = containers()
     assert on["alpha-0"] == on["beta-0"] == "running", on
+    assert (image_of("alpha-0"), image_of("beta-0")) == (IMAGE, SITE_IMAGE)
+    assert f"vllm-ascend {SITE_RELEASE}" in out, out[-4000:]
     ports = {name: int(env_of(f"{name}-0")["HCCL_IF_BASE_PORT"]) for name in SERVICES}
     assert abs(ports["alpha"] - ports["beta"]) >= 512, ports  # TP 2 listens on two 256-port ranges
     assert answer(8000).startswith("ok") and answer(8100).startswith("ok")

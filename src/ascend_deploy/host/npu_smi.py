@@ -65,6 +65,22 @@ def hardware_of(chips: list[dict]) -> str | None:
     return None
 
 
+def hardware_mismatch(declared: str | None, chips: list[dict]) -> tuple[str, str] | None:
+    """(problem, fix) when a declared family contradicts the chip names; None when they agree.
+
+    Nothing to contradict when nothing is declared (``None`` or ``auto``) or no chip name says.
+    """
+    detected = hardware_of(chips)
+    if declared in (None, "", "auto") or detected is None or declared == detected:
+        return None
+    names = sorted({str(c.get("name")) for c in chips})
+    return (
+        f"declared hardware {declared}, but npu-smi shows {detected} chips ({', '.join(names)}): "
+        "the image, the pins and the plan would be for another product",
+        f"set ascend_runtime_hardware: {detected} for this host (CLI: --hardware {detected})",
+    )
+
+
 def assign_devices(info: dict, map_doc: dict | None = None) -> list[dict]:
     """Give every chip of a parsed ``info`` its device id (``chip["device"]``); return the chips.
 

@@ -3,10 +3,10 @@
 One survey per port plus one of the NPUs (:func:`procs.find_holders`), merged by PID. A holder is
 ``managed`` only when it runs in a container labelled ``ascend-deploy.service=<service>`` (or
 descends from one); the managed ones outside ``keep`` are ``stale``. Foreign holders count only
-when they hold one of our ports or memory on one of our NPUs; one labelled with another service's
-name has ``other_service`` set and is never ended, ``kill_foreign`` or not. ``others_used_mb`` is
-the HBM per NPU that stays in use after this run (ours and, with ``kill_foreign``, the foreign
-holders' freed).
+when they hold one of our ports or memory on one of our chips (by device id; by NPU for a chip
+without one); one labelled with another service's name has ``other_service`` set and is never
+ended, ``kill_foreign`` or not. ``others_used_mb`` is the HBM per NPU that stays in use after
+this run (ours and, with ``kill_foreign``, the foreign holders' freed).
 Standard library only.
 """
 
@@ -45,6 +45,7 @@ class Scope:
     ports: Sequence[int] = ()
     npu_info: dict | None = None  # parsed `npu-smi info`; None: NPUs are not surveyed
     npus: Sequence[int] = ()  # our NPUs; empty = every NPU
+    devices: Sequence[int] = ()  # our chips' device ids (npu_facts' ``device``); empty = by NPU
     keep: Sequence[str] = ()  # container names of the replicas that stay
     kill_foreign: bool = False
     proc_root: str = "/proc"
@@ -70,11 +71,40 @@ def brief(entry: dict) -> dict:
     return out
 
 
-def in_our_way(entry: dict, npus: Sequence[int]) -> bool:
-    """A holder of one of our ports, or of memory on one of our NPUs (all NPUs when unset)."""
-    if not npus or entry.get("port") is not None:
+def device_ids(npu_info: dict | None) -> dict[tuple[int, int], int]:
+    """(NPU id, chip) -> device id of every chip npu_facts numbered (``assign_devices``)."""
+    out: dict[tuple[int, int], int] = {}
+    for chip in (npu_info or {}).get("chips") or []:
+        if chip.get("npu") is not None and chip.get("device") is not None:
+            out[(int(chip["npu"]), int(chip.get("chip") or 0))] = int(chip["device"])
+    return out
+
+
+def in_our_way(
+    entry: dict,
+    npus: Sequence[int],
+    devices: Sequence[int] = (),
+    device_of: dict[tuple[int, int], int] | None = None,
+) -> bool:
+    """A holder of one of our ports, or of memory on one of our chips (all when none is given).
+
+    With ``devices`` the chip is the unit: memory on the other die of an A3 card, or on the
+    other chip of a 300I Duo card, is not in the way. A use whose chip has no known device id
+    counts by its NPU (``npus``), the conservative reading.
+    """
+    if entry.get("port") is not None or not (npus or devices):
         return True
-    return any(use.get("npu") in npus for use in entry.get("npus") or [])
+    for use in entry.get("npus") or []:
+        npu = use.get("npu")
+        if npu is None:
+            continue
+        device = (device_of or {}).get((int(npu), int(use.get("chip") or 0)))
+        if devices and device is not None:
+            if device in devices:
+                return True
+        elif not npus or npu in npus:
+            return True
+    return False
 
 
 def others_used_mb(npu_info: dict, freed: list[dict]) -> dict[str, int]:
@@ -136,8 +166,13 @@ def survey(scope: Scope) -> Survey:
             elif entry.get("npus") and not old.get("npus"):
                 old["npus"], old["memory_mb"] = entry["npus"], entry.get("memory_mb")
     managed = sorted((e for e in merged.values() if e.get("managed")), key=lambda e: e["pid"])
+    device_of = device_ids(scope.npu_info)
     foreign = sorted(
-        (e for e in merged.values() if not e.get("managed") and in_our_way(e, scope.npus)),
+        (
+            e
+            for e in merged.values()
+            if not e.get("managed") and in_our_way(e, scope.npus, scope.devices, device_of)
+        ),
         key=lambda e: e["pid"],
     )
     stale = [e for e in managed if e.get("container_name") not in scope.keep]

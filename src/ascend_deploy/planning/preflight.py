@@ -12,7 +12,7 @@ import os
 import re
 
 from ..errors import AscendDeployError, CheckFailed, InputError
-from ..host.npu_smi import hardware_of
+from ..host.npu_smi import hardware_mismatch, hardware_of
 from ..host.procs import find_holders
 from ..host.versions import read_versions
 from ..reporting import tables
@@ -669,20 +669,9 @@ def run_preflight(
                 "pass --hardware a2|a3|a5|310p",
             )
         )
-    if hardware is not None and detected is not None and hardware != detected:
-        names = sorted({str(c.get("name")) for c in chips})
-        checks.append(
-            finding(
-                "npu.hardware",
-                1,
-                "fail",
-                f"declared hardware {hardware}, but npu-smi shows {detected} chips "
-                f"({', '.join(names)}): the image, the pins and the plan would be for another "
-                "product",
-                f"set ascend_runtime_hardware: {detected} for this host "
-                f"(CLI: --hardware {detected})",
-            )
-        )
+    mismatch = hardware_mismatch(hardware, chips)
+    if mismatch:
+        checks.append(finding("npu.hardware", 1, "fail", *mismatch))
     checks.append(device_check(root, chips))
     info = read_versions(root, python)
     checks += version_checks(info, hw, matrix)

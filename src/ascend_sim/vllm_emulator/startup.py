@@ -36,6 +36,7 @@ from .args import parse_serve_args
 from .memory import GIB, MIB, KvBudget, kv_budget
 from .model_config import MODELSLIM_FILE as MODELSLIM_DESCRIPTION
 from .model_config import derived_max_model_len, modelslim_load_error
+from .test_switches import maybe_hang_at_load
 from .versions import Behaviour, behaviour_for, load_row, log_has_process_prefix
 from .vlog import VLog
 
@@ -479,6 +480,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         )
     if fp8_rule and fp8_rule["outcome"] == "load_error":
         _fail_engine(log, [fp8_rule["error"].format(config_class=_config_class(config))])
+    maybe_hang_at_load(log)
     log.info("default_loader.py:262", M.LOADING_TOOK.format(seconds=0.5), proc="EngineCore_DP0")
     log.info(
         "model_runner_v1.py:2341",

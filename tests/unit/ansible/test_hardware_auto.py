@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ANSIBLE_PLAYBOOK, BARE_PYTHON, REPO, SAMPLES, run_local_play
 
 pytestmark = [
@@ -98,3 +99,39 @@ def test_a_declared_family_is_used_as_declared(tmp_path):
         tmp_path, "npu-smi-info_310P3_duo_25.2.0_partial_4.txt", {"vllm_service_hardware": "a2"}
     )
     assert one_role == {**dict.fromkeys(ROLES, "310p"), "vllm_service": "a2"}
+
+
+def facts_with_declared(tmp_path: Path, sample: str, declared: str):
+    task = {"npu_smi_path": str(fake_npu_smi(tmp_path, sample)), "hardware": declared}
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [{"name": "Read the NPUs", "ascend_vllm.serving.npu_facts": task}],
+        }
+    ]
+    return run_local_play(play, tmp_path, env={"ANSIBLE_NOCOLOR": "1"}, python=BARE_PYTHON)
+
+
+def test_npu_facts_stops_a_declared_family_the_chips_contradict(tmp_path):
+    done = facts_with_declared(tmp_path, "npu-smi-info_A3_26.0.rc1_wide_trimmed_2.txt", "a2")
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0, out[-3000:]
+    assert "declared hardware a2, but npu-smi shows a3 chips" in out, out[-3000:]
+    assert "Fix: set ascend_runtime_hardware: a3 for this host" in out, out[-3000:]
+    agrees = facts_with_declared(tmp_path, "npu-smi-info_310P3_duo_25.2.0_partial_4.txt", "310p")
+    assert agrees.returncode == 0, agrees.stdout[-3000:]
+
+
+def test_deploy_checks_the_family_before_host_bootstrap_changes_anything():
+    """playbooks/deploy.yml: the family check (npu_facts, declared value) precedes bootstrap."""
+    play = yaml.safe_load((REPO / "playbooks" / "deploy.yml").read_text())
+    (deploy,) = [p for p in play if p.get("name") == "Deploy vLLM-Ascend serving"]
+    (block,) = [t for t in deploy["tasks"] if t.get("name") == "Deploy this host"]
+    names = [t["name"] for t in block["block"]]
+    check = names.index("Check the declared hardware family against npu-smi (before any change)")
+    assert check < names.index(
+        "Host bootstrap (Docker engine, SDK, log rotation; host_bootstrap_result)"
+    )
+    task = block["block"][check]["ascend_vllm.serving.npu_facts"]
+    assert task["hardware"] == "{{ ascend_runtime_hardware | default('auto') }}"

@@ -163,3 +163,28 @@ def test_memory_in_use_is_read_per_chip_by_device_id():
     ddr = others_used_by_device(duo, [])
     assert ddr == {str(c["device"]): c["memory_used_mb"] for c in duo["chips"]}
     assert all(c["hbm_used_mb"] is None for c in duo["chips"]) and any(ddr.values())
+
+
+def test_foreign_holders_are_matched_per_chip_by_device_id(sleepers):
+    """A3: a stranger on die 0 of NPU 0 is not in the way of a replica on die 1 (issue 21 §1)."""
+    die0, die1 = sleepers
+    info = npu_table([die0.pid, die1.pid])
+    npu_smi.assign_devices(info)
+    by_chip = {(p["npu"], p["chip"]): p["pid"] for p in info["processes"]}
+    assert by_chip == {(0, 0): die0.pid, (0, 1): die1.pid}
+    devices = {c["chip"]: c["device"] for c in info["chips"] if c["npu"] == 0}
+    per_card = survey(Scope("qwen3", npu_info=info, npus=[0], containers={})).result
+    assert sorted(e["pid"] for e in per_card["foreign"]) == sorted([die0.pid, die1.pid])
+    per_chip = survey(
+        Scope("qwen3", npu_info=info, npus=[0], devices=[devices[1]], containers={})
+    ).result
+    assert [e["pid"] for e in per_chip["foreign"]] == [die1.pid]
+    # kill_foreign ends only the holder of our die (dry run: what it would end)
+    plan = settle(
+        Scope("qwen3", npu_info=info, npus=[0], devices=[devices[1]], kill_foreign=True,
+              containers={}),
+        end=True,
+        dry_run=True,
+    )  # fmt: skip
+    assert [s["pid"] for s in plan["stopped"]] == [die1.pid]
+    assert die0.poll() is None and die1.poll() is None
