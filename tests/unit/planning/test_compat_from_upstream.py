@@ -208,7 +208,12 @@ def test_a_release_the_matrix_does_not_ship_is_added(capsys, tmp_path):
             "torch-npu==",
             "requirements.txt:4: 'torch-npu==' is not a pin",
         ),
-        ("pyproject.toml", "requires = [", "requires = [[", "pyproject.toml: not TOML"),
+        (
+            "pyproject.toml",
+            '"torch==2.10.0",',
+            '"torch==2.10.0" =,',
+            "pyproject.toml: not TOML (Unclosed array (at line 5, column 21))",
+        ),
         (
             "Dockerfile",
             "FROM quay.io/ascend/cann:",
