@@ -53,7 +53,6 @@ def test_matrix_keeps_unofficial_rows_and_dates():
         "v0.7.3rc1",
         "v0.7.3rc2",
         "v0.8.4rc1",
-        "v0.24.0rc1",
         "v0.25.1rc1",
     ]
     assert next(r for r in rows if r["vllm_ascend"] == "v0.13.0")["released"] == "2026-02-06"
@@ -692,3 +691,12 @@ def test_v0_24_0rc1_row_is_its_tags_official_row():
     )
     assert row["base_image"] == "quay.io/ascend/cann:9.0.1-910b-ubuntu22.04-py3.12"
     assert row["released"] == "2026-07-30"
+    assert compat.is_official(row)  # the tag's own versioning policy lists it
+
+
+def test_v0_25_1rc1_row_carries_its_tags_pins_and_image():
+    # requirements.txt@v0.25.1rc1 (triton-ascend==3.2.1); Dockerfile@v0.25.1rc1 (FROM, MOONCAKE_TAG)
+    row = compat.find_row("v0.25.1rc1")
+    assert (row["triton_ascend"], row["mooncake"]) == ("3.2.1", "v0.3.11.post1")
+    assert row["base_image"] == "quay.io/ascend/cann:9.0.1-910b-ubuntu22.04-py3.12"
+    assert not compat.is_official(row)
