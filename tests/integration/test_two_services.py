@@ -187,7 +187,7 @@ def test_two_tp2_services_serve_side_by_side_and_keep_their_targets(host):
     on = containers()
     assert on["alpha-0"] == on["beta-0"] == "running", on
     assert (image_of("alpha-0"), image_of("beta-0")) == (IMAGE, SITE_IMAGE)
-    assert f"vllm-ascend {SITE_RELEASE}" in out, out[-4000:]
+    assert f"beta deployed 1 x TP2 8100 {SITE_IMAGE}" in out, out[-4000:]  # the summary row
     ports = {name: int(env_of(f"{name}-0")["HCCL_IF_BASE_PORT"]) for name in SERVICES}
     assert abs(ports["alpha"] - ports["beta"]) >= 512, ports  # TP 2 listens on two 256-port ranges
     assert answer(8000).startswith("ok") and answer(8100).startswith("ok")
