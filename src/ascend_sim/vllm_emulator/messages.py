@@ -9,6 +9,7 @@ source file and line number (``[kv_cache_utils.py:1087]``), ``LOC`` gives the on
 from __future__ import annotations
 
 from ascend_deploy.model import tp_heads
+from ascend_sim.vllm_emulator.versions import at_least
 
 # --- Logging ---------------------------------------------------------------------------
 # vLLM's logger format: "%(levelname)s %(month-day time)s [%(filename)s:%(lineno)d] %(message)s",
@@ -34,12 +35,17 @@ PLUGIN_ENTRY = "- ascend -> vllm_ascend:register"
 PLUGIN_ACTIVATED = "Platform plugin ascend is activated"
 # Source: vllm-ascend vllm_ascend/platform.py::_set_pytorch_npu_alloc_env (>= v0.14.0rc1).
 ALLOC_CONF_SET = "Set PYTORCH_NPU_ALLOC_CONF={value}"
-# Source: worker_v1.py line in https://github.com/vllm-project/vllm-ascend/pull/2139.
+# Source: worker_v1.py line in https://github.com/vllm-project/vllm-ascend/pull/2139 and
+# https://github.com/vllm-project/vllm-ascend/issues/5044; vllm-ascend up to v0.14.0rc1 only
+# (see BY_RELEASE).
 AVAILABLE_MEMORY = "Available memory: {available}, total memory: {total}"
-# Source: gpu_worker.py / kv_cache_utils.py lines in https://github.com/zai-org/GLM-V/issues/204
-# and https://github.com/vllm-project/vllm/pull/20707.
+# Source: vLLM default_loader.py, in https://github.com/vllm-project/vllm-ascend/issues/5044.
 LOADING_TOOK = "Loading weights took {seconds:.2f} seconds"
-MODEL_LOADING_TOOK = "Model loading took {gib:.4f} GiB and {seconds:.6f} seconds"
+# Source: NPUModelRunner.load_model (vllm_ascend/worker/model_runner_v1.py@v0.11.0:2707,
+# @v0.23.0:3794); real log https://github.com/vllm-project/vllm-ascend/issues/5044. (vLLM's
+# CUDA runner prints "Model loading took ... GiB and ... seconds"; vllm-ascend never does.)
+MODEL_WEIGHTS_TOOK = "Loading model weights took {gb:.4f} GB"
+# Source: vllm_ascend/worker/worker.py@v0.15.0rc1+ (@v0.23.0:594); from v0.15.0rc1 only.
 AVAILABLE_KV_MEMORY = "Available KV cache memory: {gib:.2f} GiB"
 KV_CACHE_SIZE = "GPU KV cache size: {tokens:,} tokens"
 MAX_CONCURRENCY = "Maximum concurrency for {tokens:,} tokens per request: {x:.2f}x"
@@ -186,8 +192,17 @@ MAX_LEN_ABOVE_DERIVED = (
 MODELSLIM_BAR = "=" * 80
 
 
-def modelslim_not_found(model: str, json_names: list[str]) -> list[str]:
-    """The boxed ValueError text, line by line."""
+# The box's second line: modelslim_config.py@v0.15.0rc1 says "the model at", v0.17.0rc1 and
+# later (to main) "the model '{model_name}'" (BY_RELEASE).
+MODELSLIM_MODEL_AT = "but the model at '{model}' does not contain the required"
+MODELSLIM_MODEL_NAMED = "but the model '{model}' does not contain the required"
+
+
+def modelslim_not_found(
+    model: str, json_names: list[str], model_line: str = MODELSLIM_MODEL_NAMED
+) -> list[str]:
+    """The boxed ValueError text, line by line; ``model_line`` is the release's wording of
+    the second line (``for_release("modelslim_model_line", ...)``)."""
     dash = "  " + "-" * 58
     lines = [
         "ValueError: ",
@@ -196,7 +211,7 @@ def modelslim_not_found(model: str, json_names: list[str]) -> list[str]:
         MODELSLIM_BAR,
         "",
         "You have enabled '--quantization ascend' (ModelSlim quantization),",
-        f"but the model at '{model}' does not contain the required",
+        model_line.format(model=model),
         "quantization config file ('quant_model_description.json').",
         "",
         "This usually means the model weights are NOT quantized by ModelSlim.",
@@ -232,9 +247,13 @@ def modelslim_not_found(model: str, json_names: list[str]) -> list[str]:
 # (vllm_ascend/quantization/quant_config.py@v0.11.0, modelslim_config.py@v0.16.0rc1).
 # Real log: https://github.com/vllm-project/vllm-ascend/issues/6790 (v0.13.0rc2, v0.14.0rc1).
 ASCEND_CONFIG_NOT_FOUND = "ValueError: Cannot find the config file for ascend"
-# Source: vllm-ascend vllm_ascend/quantization/utils.py (auto-detection at v0.15.0rc1 and
-# since v0.17.0rc1; v0.16.0rc1 reverted it).
-QUANT_AUTODETECTED = "Auto-detected quantization method '{method}' from {source}"
+# Source: vllm_ascend/quantization/utils.py@v0.17.0rc1 maybe_auto_detect_quantization (same
+# text on main). Auto-detection also exists at v0.15.0rc1 (reverted at v0.16.0rc1); that tag's
+# wording is not verified and assumed the same (behaviour_sources.json).
+QUANT_AUTODETECTED = (
+    "Auto-detected quantization method '{method}' from model files for '{model}'. To override, "
+    "pass '--quantization <method>' explicitly."
+)
 # Source: vLLM ModelConfig._verify_quantization (any method outside its optimized list);
 # real logs: https://github.com/vllm-project/vllm-ascend/issues/1233 (v0.8.x) and
 # "WARNING ... config.py:628] ascend quantization is not fully optimized yet" (vLLM 0.7.3).
@@ -295,3 +314,30 @@ MODEL_NOT_FOUND = "The model `{model}` does not exist."
 # Source: vllm/entrypoints/openai/api_server.py AuthenticationMiddleware:
 # 401 with {"error": "Unauthorized"}.
 UNAUTHORIZED = "Unauthorized"
+
+
+# --- Wording per release --------------------------------------------------------------------
+# Texts that upstream changed (or stopped printing) between vllm-ascend releases: for each id,
+# (first vllm-ascend release, text), ascending; None means that release prints no such line.
+# Sources: the constants' comments above and src/ascend_sim/data/behaviour_sources.json.
+BY_RELEASE: dict[str, list[tuple[str, str | None]]] = {
+    # worker_v1.py determine_available_memory up to v0.14.0rc1; vLLM's memory profiling from
+    # v0.15.0rc1 (vllm-ascend #6625) logs the KV budget instead.
+    "available_memory": [("v0.7.0", AVAILABLE_MEMORY), ("v0.15.0rc1", None)],
+    "available_kv_memory": [("v0.7.0", None), ("v0.15.0rc1", AVAILABLE_KV_MEMORY)],
+    "modelslim_model_line": [
+        ("v0.15.0rc1", MODELSLIM_MODEL_AT),
+        ("v0.17.0rc1", MODELSLIM_MODEL_NAMED),
+    ],
+}
+
+
+def for_release(key: str, vllm_ascend: str) -> str | None:
+    """The wording of ``key`` that ``vllm_ascend`` prints (None: that release prints none).
+    KeyError for an unknown key; before the first entry, the first entry's text."""
+    entries = BY_RELEASE[key]
+    chosen = entries[0][1]
+    for first, text in entries:
+        if at_least(vllm_ascend, first):
+            chosen = text
+    return chosen

@@ -135,6 +135,7 @@ def _bind_api_socket(log: VLog, host: str | None, port: int) -> socket.socket:
         sock.bind((host or "0.0.0.0", port))
     except OSError:
         sock.close()
+        # behaviour: check.api_port_in_use
         _fail_api(log, [M.ADDRESS_IN_USE])
     sock.listen(128)
     return sock
@@ -150,6 +151,7 @@ def _bind_hccl_port(log: VLog) -> socket.socket:
     except OSError:
         sock.close()
         pid = os.getpid()
+        # behaviour: check.hccl_port_in_use
         _fail_engine(
             log,
             [
@@ -308,6 +310,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     env = device.probe()
     if not env.usable or (env.state or {}).get("faults", {}).get("driver_not_loaded"):
         log.info("__init__.py:220", M.NO_PLATFORM)
+        # behaviour: check.no_platform
         _fail_api(log, [M.FAILED_INFER_DEVICE])
     log.info("__init__.py:44", M.PLUGINS_AVAILABLE)
     log.info("__init__.py:46", M.PLUGIN_ENTRY)
@@ -328,6 +331,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     except (TypeError, ValueError):
         raise InputError(f"{model}: config.json has a non-numeric length or RoPE factor") from None
     if args.max_model_len and args.max_model_len > derived:
+        # behaviour: check.max_model_len_above_derived
         _fail_api(log, [M.MAX_LEN_ABOVE_DERIVED.format(user=args.max_model_len, derived=derived)])
     max_model_len = args.max_model_len or derived
     log.info("__init__.py:1773", M.MAX_MODEL_LEN.format(n=max_model_len))
@@ -342,18 +346,21 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         quant = "ascend"
         log.info(
             "utils.py:97",
-            M.QUANT_AUTODETECTED.format(method=quant, source=MODELSLIM_DESCRIPTION),
+            M.QUANT_AUTODETECTED.format(method=quant, model=model),
         )
     # A generic block-FP8 checkpoint: the release's block_fp8 rule (serve_rules.json, the
     # planner's data) decides, on every device.
     fp8 = quant == "fp8"
     fp8_rule = _block_fp8_rule(row["vllm_ascend"]) if fp8 else None
     if fp8_rule and fp8_rule["outcome"] == "refused":
+        # behaviour: check.fp8_refused
         _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
     if quant is not None and not fp8 and quant not in beh.supported_quantization:
+        # behaviour: check.quantization_not_supported
         _fail_api(log, [M.QUANT_NOT_SUPPORTED.format(quant=quant)])
     if heads % args.tensor_parallel_size:
         # vLLM's verify_with_parallel_config, in the API process (model/tp_heads.py).
+        # behaviour: check.heads_divisible_by_tp
         _fail_api(log, [M.HEADS_NOT_DIVISIBLE.format(heads=heads, tp=args.tensor_parallel_size)])
 
     if args.quantization == "ascend":
@@ -363,13 +370,17 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if has_description and quant != "ascend":
         # A ModelSlim checkpoint loaded as float (no flag, no auto-detection): the first
         # quant-only tensor has no parameter in the float layers (issues #5812, #11368).
+        # behaviour: check.modelslim_loaded_as_float
         _fail_engine(log, [f"KeyError: '{_first_quant_param(model)}'"], loc="core.py:708")
     if quant == "ascend" and not has_description:
         # No release loads a float model through the ModelSlim path (versions.py).
         if beh.ascend_flag_on_float == "config_not_found":
+            # behaviour: check.ascend_flag_on_float
             _fail_api(log, [M.ASCEND_CONFIG_NOT_FOUND])
         json_names = sorted(n for n in os.listdir(model) if n.endswith(".json"))
-        _fail_engine(log, M.modelslim_not_found(model, json_names), loc="core.py:708")
+        line = M.for_release("modelslim_model_line", row["vllm_ascend"])
+        # behaviour: check.ascend_flag_on_float
+        _fail_engine(log, M.modelslim_not_found(model, json_names, line), loc="core.py:708")
 
     # 4. Worker init: devices, driver vs CANN, HCCL.
     tp = args.tensor_parallel_size
@@ -377,6 +388,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         # The mask names a device outside the container's 0..k-1: the runtime dropped it and
         # set_device on the first missing rank fails (docs/device-numbering.md).
         rank = len(env.visible)
+        # behaviour: check.visible_device_outside_container
         _fail_engine(
             log,
             [
@@ -388,8 +400,10 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         )
     if tp > len(env.visible):
         mask = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "")
+        # behaviour: check.not_enough_devices
         _fail_engine(log, [M.NOT_ENOUGH_DEVICES.format(tp=tp, visible=len(env.visible), mask=mask)])
     if device.cann_runs_on_driver(env, row["cann"]) is False:
+        # behaviour: check.cann_vs_driver
         _fail_engine(
             log,
             [
@@ -407,6 +421,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if kv_failure is not None:
         # QKVParallelLinear's divide(): TP neither divides nor is a multiple of the KV heads
         # (vLLM replicates KV heads when TP is a multiple: model/tp_heads.py).
+        # behaviour: check.kv_heads_vs_tp
         _fail_engine(log, [kv_failure])
 
     # 5. Weights, profiling, KV cache (memory.py: the emulated card, not the planner's model).
@@ -419,6 +434,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
         desc = read_json_file(os.path.join(model, MODELSLIM_DESCRIPTION), "description")
         err = modelslim_load_error(desc, {t[0] for t in tensors}, layers)
         if err:
+            # behaviour: check.modelslim_description_incomplete
             _fail_engine(log, [err], loc="core.py:708")
     state = env.state or {}
     chips = _devices_for(env, tp)
@@ -449,6 +465,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     ]
     refused = next((b for b in budgets if b.refused_at_start), None)
     if refused:  # worker.py _init_device, before the model loads (v0.15.0rc1+)
+        # behaviour: check.free_memory_at_start
         _fail_engine(
             log,
             [
@@ -464,6 +481,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     budget = min(budgets, key=lambda b: b.tokens)  # vLLM takes the minimum over ranks
     if budget.weights > budget.free_before_load:
         free = max(0, budget.free_before_load) / GIB
+        # behaviour: check.weights_do_not_fit
         _fail_engine(
             log,
             [
@@ -479,29 +497,36 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
             loc="multiproc_executor.py:824",
         )
     if fp8_rule and fp8_rule["outcome"] == "load_error":
+        # behaviour: check.fp8_load_error
         _fail_engine(log, [fp8_rule["error"].format(config_class=_config_class(config))])
     maybe_hang_at_load(log)
     log.info("default_loader.py:262", M.LOADING_TOOK.format(seconds=0.5), proc="EngineCore_DP0")
     log.info(
-        "model_runner_v1.py:2341",
-        M.MODEL_LOADING_TOOK.format(gib=budget.weights / GIB, seconds=0.6),
+        "model_runner_v1.py:2705",
+        M.MODEL_WEIGHTS_TOOK.format(gb=budget.weights / GIB),
         proc="EngineCore_DP0",
     )
-    log.info(
-        "worker_v1.py:184",
-        M.AVAILABLE_MEMORY.format(available=max(0, budget.available_kv), total=budget.total),
-        proc="EngineCore_DP0",
-    )
-    log.info(
-        "worker_v1.py:186",
-        M.AVAILABLE_KV_MEMORY.format(gib=budget.available_kv / GIB),
-        proc="EngineCore_DP0",
-    )
+    # Up to v0.14.0rc1 worker_v1.py logs "Available memory"; from v0.15.0rc1 worker.py logs
+    # the KV budget (messages.BY_RELEASE).
+    available_line = M.for_release("available_memory", row["vllm_ascend"])
+    if available_line:
+        log.info(
+            "worker_v1.py:256",
+            available_line.format(available=max(0, budget.available_kv), total=budget.total),
+            proc="EngineCore_DP0",
+        )
+    kv_line = M.for_release("available_kv_memory", row["vllm_ascend"])
+    if kv_line:
+        log.info(
+            "worker.py:594", kv_line.format(gib=budget.available_kv / GIB), proc="EngineCore_DP0"
+        )
     if budget.num_blocks <= 0:
+        # behaviour: check.no_cache_memory
         _fail_engine(log, [M.NO_CACHE_MEMORY])
     if max_model_len > budget.tokens:
         needed = max_model_len * budget.kv_bytes_per_token
         estimate = budget.tokens
+        # behaviour: check.max_len_fits_kv_cache
         _fail_engine(
             log,
             [
@@ -530,6 +555,7 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
     if not args.enforce_eager:
         aiv = os.environ.get("HCCL_OP_EXPANSION_MODE", "").upper() == "AIV"
         if faults.get("graph_capture_broken") or (tp > 1 and not aiv):
+            # behaviour: check.graph_capture
             _fail_engine(
                 log,
                 [

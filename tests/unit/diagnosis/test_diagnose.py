@@ -290,6 +290,25 @@ def test_emulator_log_lines_diagnose_as_their_pitfall():
         assert top(diagnose_lines([line]))["rule"] == rule, line
 
 
+@pytest.mark.parametrize("row", ["v0.14.0rc1", "v0.15.0rc1", "v0.17.0rc1", "v0.23.0"])
+def test_emulator_wording_of_each_release_diagnoses_the_same(row):
+    """A log from either side of a wording change (messages.BY_RELEASE) gets the same finding."""
+    from ascend_sim.vllm_emulator import messages as M
+
+    box = M.modelslim_not_found("/models/q", [], M.for_release("modelslim_model_line", row))
+    assert top(diagnose_lines(box))["rule"] == "modelslim_config_not_found"
+    memory = [
+        line.format(available=0, total=65452113920, gib=0.0)
+        for line in (M.for_release(k, row) for k in ("available_memory", "available_kv_memory"))
+        if line
+    ]
+    oom = [M.MODEL_WEIGHTS_TOOK.format(gb=7.5), *memory, "RuntimeError: NPU out of memory. Tried"]
+    finding = top(diagnose_lines(oom))
+    assert finding["rule"] == "npu_out_of_memory"
+    # the load line is sizing context on every release (the old "Model loading took" was CUDA's)
+    assert M.MODEL_WEIGHTS_TOOK.format(gb=7.5) in finding["evidence"]
+
+
 def _run_cli(*args, stdin: bytes | None = None):
     proc = subprocess.run(
         [sys.executable, "-m", "ascend_deploy.cli", "diagnose", *args],

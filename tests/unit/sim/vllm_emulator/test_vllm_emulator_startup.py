@@ -515,8 +515,21 @@ def test_ascend_quantization_on_float_model_v0_23_modelslim_error(tmp_path, tiny
     )
     assert res.returncode == 1
     assert "ERROR: ModelSlim Quantization Config Not Found" in res.stderr
-    assert f"but the model at '{tiny_random_model}' does not contain the required" in res.stderr
+    # modelslim_config.py@v0.17.0rc1 and later: "the model '{model_name}'" (not "the model at").
+    assert f"but the model '{tiny_random_model}' does not contain the required" in res.stderr
+    assert "the model at" not in res.stderr
     assert "quantization config file ('quant_model_description.json')." in res.stderr
+
+
+def test_ascend_quantization_on_float_model_v0_15_says_the_model_at(tmp_path, tiny_random_model):
+    """modelslim_config.py@v0.15.0rc1 words the box's second line "but the model at '...'"."""
+    res = run(
+        serve_args(tiny_random_model, "--quantization", "ascend"),
+        sandbox(tmp_path, row="v0.15.0rc1"),
+    )
+    assert res.returncode == 1
+    assert "ERROR: ModelSlim Quantization Config Not Found" in res.stderr
+    assert f"but the model at '{tiny_random_model}' does not contain the required" in res.stderr
 
 
 @pytest.mark.parametrize("row", ["v0.11.0", "v0.14.0rc1", "v0.16.0rc1"])
@@ -614,6 +627,42 @@ def test_healthy_start_log_lines_in_order(tmp_path, qwen3_4b):
         facts = inspect_model(qwen3_4b)  # v0.23.0: vLLM's profiling model
         tokens = DEFAULT_MODEL.budget(facts, 65536, 3300, 0.9, profiling=True)["kv_capacity_tokens"]
         assert f"GPU KV cache size: {tokens:,} tokens" in emu.output()
+
+
+@pytest.mark.parametrize(
+    "row, printed, absent",
+    [
+        # worker_v1.py up to v0.14.0rc1 (real log: vllm-ascend issue #5044)
+        (
+            "v0.14.0rc1",
+            r"\[worker_v1\.py:\d+\] Available memory: \d+, total memory: \d+$",
+            "Available KV",
+        ),
+        # vLLM's memory profiling from v0.15.0rc1 (worker.py@v0.23.0:594)
+        (
+            "v0.15.0rc1",
+            r"\[worker\.py:\d+\] Available KV cache memory: [\d.]+ GiB$",
+            "Available memory:",
+        ),
+        (
+            "v0.23.0",
+            r"\[worker\.py:\d+\] Available KV cache memory: [\d.]+ GiB$",
+            "Available memory:",
+        ),
+    ],
+)
+def test_memory_line_is_the_releases_own(tmp_path, tiny_random_model, row, printed, absent):
+    with Emulator(serve_args(tiny_random_model), sandbox(tmp_path, row=row)).start() as emu:
+        assert emu.ready, emu.output()
+        out = emu.output()
+    assert any(re.search(printed, line) for line in out.splitlines()), out
+    assert absent not in out
+    # NPUModelRunner.load_model at every tag (model_runner_v1.py@v0.11.0, @v0.23.0), never
+    # the CUDA runner's "Model loading took ... GiB and ... seconds".
+    assert re.search(
+        r"\[model_runner_v1\.py:\d+\] Loading model weights took [\d.]+ GB$", out, re.M
+    )
+    assert "Model loading took" not in out
 
 
 def test_v0_11_does_not_set_alloc_conf(tmp_path, tiny_random_model):
