@@ -107,6 +107,23 @@ options:
   served_model_dir:
     description: Directory vLLM serves (the BF16 copy of an FP8 checkpoint).
     type: path
+  additional_config:
+    description: Operator C(--additional-config) keys, merged over the planned ones (these win).
+    type: dict
+    default: {}
+  extra_env:
+    description: The operator's extra container environment (removed variables are warned about).
+    type: dict
+    default: {}
+  host_cpus:
+    description: CPUs the serving container may use (CPU binding's need, v0.15.0rc1+).
+    type: int
+  host_npus:
+    description: NPUs (logical, as npu-smi info -m lists them) on the host.
+    type: int
+  host_arch:
+    description: CPU architecture of the host (CPU binding is ARM only).
+    type: str
   rules:
     description:
       - Content of C(ascend_deploy/data/serve_rules.json). AnsiballZ ships only Python files,
@@ -171,6 +188,11 @@ _DIRECT = (
     "served_model_dir",
     "service",
     "hccl_base_port",
+    "additional_config",
+    "extra_env",
+    "host_cpus",
+    "host_npus",
+    "host_arch",
 )
 
 
@@ -200,6 +222,11 @@ def main() -> None:
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "served_model_dir": {"type": "path"},
             "hccl_base_port": {"type": "int"},
+            "additional_config": {"type": "dict", "default": {}},
+            "extra_env": {"type": "dict", "default": {}},
+            "host_cpus": {"type": "int"},
+            "host_npus": {"type": "int"},
+            "host_arch": {"type": "str"},
             "rules": {"type": "dict"},
             "options": {"type": "dict", "default": {}},
         },

@@ -468,6 +468,52 @@ def test_plan_fp8_4b_on_eight_64g_cards_one_replica_per_card(tmp_path, big_fp8):
     assert res["quant"]["failed"] and "--quantization ascend" in res["quant"]["msg"]
 
 
+def test_plan_module_merges_additional_config_and_warns_on_removed_env(tmp_path):
+    """The role's vllm_service_additional_config / extra_env / host facts reach the planner."""
+    res = run(
+        tmp_path,
+        [
+            {
+                "id": "p",
+                "ascend_vllm.serving.ascend_plan": {
+                    "model_dir": str(REPO / "tests/data/models/Qwen3-32B"),
+                    "hbm_total_mb": 65536,
+                    "npu_ids": [0, 1, 2, 3],
+                    "tp": 4,
+                    "vllm_ascend": "v0.23.0",
+                    "additional_config": {"weight_prefetch_config": {"enabled": True}},
+                    "extra_env": {"ASCEND_BUFFER_POOL": "4:8"},
+                    "host_cpus": 64,
+                    "host_npus": 16,
+                    "host_arch": "aarch64",
+                    "options": {"estimate_weights": True},
+                    "rules": RULES,
+                },
+            },
+            {
+                "id": "dup",
+                "ascend_vllm.serving.ascend_plan": {
+                    "model_dir": str(REPO / "tests/data/models/Qwen3-32B"),
+                    "hbm_total_mb": 65536,
+                    "extra_args": ["--additional-config", "{}"],
+                    "options": {"estimate_weights": True},
+                    "rules": RULES,
+                },
+            },
+        ],
+    )
+    plan = res["p"]["plan"]
+    argv = plan["argv"]
+    assert json.loads(argv[argv.index("--additional-config") + 1]) == {
+        "enable_flashcomm1": True,
+        "weight_prefetch_config": {"enabled": True},
+    }
+    warnings = [n for n in plan["notes"] if n.startswith("WARNING: ")]
+    assert any("ASCEND_BUFFER_POOL" in w and "removed in v0.23.0" in w for w in warnings)
+    assert any("64 CPUs for 16 NPUs give 4" in w for w in warnings)
+    assert res["dup"]["failed"] and "vllm_service_additional_config" in res["dup"]["msg"]
+
+
 def test_plan_lays_replicas_out_on_the_real_npu_ids(tmp_path, big_fp8):
     """NPUs [2, 5] at TP 2: the spec the role starts as it is (devices, env, name, port)."""
     rules = json.loads(json.dumps(RULES))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from ..cli import emit
 from ..errors import InputError
@@ -88,7 +89,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ARG",
         help="extra vllm serve argument, repeatable (e.g. --extra-arg=--enable-prefix-caching)",
     )
+    a(
+        "--additional-config",
+        type=_json_object,
+        metavar="JSON",
+        help="vllm-ascend --additional-config keys as a JSON object; merged with the keys the "
+        "plan sets (yours win) and passed once",
+    )
+    a(
+        "--extra-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra container environment, repeatable: warned about when the release no "
+        "longer reads the variable",
+    )
+    a(
+        "--host-cpus",
+        type=positive_int,
+        help="CPUs the serving container may use (its cpuset): checked against CPU binding's "
+        "need from v0.15.0rc1",
+    )
     a("--json", action="store_true", help="print the plan as JSON")
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def _extra_env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            raise InputError(f"--extra-env {pair!r}: expected NAME=VALUE")
+        env[name] = value
+    return env
 
 
 def _hbm_mb(text: str) -> int:
@@ -150,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
         served_model_dir=args.served_model_dir,
         rules=load_rules(),
         estimate_weights=True,
+        additional_config=args.additional_config,
+        extra_env=_extra_env(args.extra_env),
+        host_cpus=args.host_cpus,
+        host_npus=args.npus or 1,
     )
     emit(plan, args.json, describe)
     return 0 if plan["feasible"] else 1

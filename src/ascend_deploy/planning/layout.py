@@ -22,12 +22,14 @@ from .rules import rule_applies
 CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
 
-def planned_env(rules: dict, tp: int, version: tuple | None, hardware: str) -> dict[str, str]:
-    """The environment the serving rules set for this TP, release and hardware."""
+def planned_env(
+    rules: dict, tp: int, version: tuple | None, hardware: str, model_type: str | None = None
+) -> dict[str, str]:
+    """The environment the serving rules set for this TP, release, hardware and model type."""
     return {
         rule["name"]: str(rule["value"])
         for rule in rules["env"]
-        if rule_applies(rule.get("when", {}), tp, version, hardware)
+        if rule_applies(rule.get("when", {}), tp, version, hardware, model_type)
     }
 
 

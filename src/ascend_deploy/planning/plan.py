@@ -45,6 +45,13 @@ from .rules import (
     rule_applies,
     shipped_rules,
 )
+from .serve_options import (
+    additional_config_argv,
+    cpu_binding_note,
+    merged_additional_config,
+    option_flags,
+    removed_env_warnings,
+)
 from .tp import Sizing, choose_tp, model_tp_sizes, valid_tp_sizes
 from .validation import (
     check_extra_args,
@@ -84,6 +91,11 @@ def make_plan(
     service: str = "vllm",
     estimate_weights: bool = False,
     hccl_base_port: int | None = None,
+    additional_config: dict | None = None,
+    extra_env: dict | None = None,
+    host_cpus: int | None = None,
+    host_npus: int | None = None,
+    host_arch: str | None = None,
 ) -> dict:
     """The serving plan; see the module docstring.
 
@@ -95,7 +107,11 @@ def make_plan(
     shortfalls are returned as ``feasible: False`` with ``reasons``. ``estimate_weights``:
     size weights that are not on disk (yet) from config.json and the index's total_size
     (``model.estimate``) instead of refusing. ``hccl_base_port`` replaces the rules' HCCL base
-    port (TP > 1 replicas get base + first NPU id x stride).
+    port (TP > 1 replicas get base + first NPU id x stride). ``additional_config``: the
+    operator's ``--additional-config`` keys, merged over the planned ones (``serve_options``);
+    ``extra_env``: the operator's extra container environment, checked against the variables
+    the release removed; ``host_cpus``/``host_npus``/``host_arch``: the CPUs the container may
+    use, the NPUs npu-smi lists and the CPU architecture, for CPU binding's need.
     """
     mm = memory_model or DEFAULT_MODEL
     notes: list[str] = []
@@ -156,7 +172,11 @@ def make_plan(
         per = f"{len(ids) // t} replica(s) x TP {t} on {len(ids)} devices"
         notes.append(f"{hw['placement']}: {per}")
 
-    env = planned_env(rules, t, version, hw_key)
+    model_type = None if facts["moe"] else facts["model_type"]
+    env = planned_env(rules, t, version, hw_key, model_type)
+    for name in env:
+        if any(r["name"] == name and "model_type_in" in r.get("when", {}) for r in rules["env"]):
+            notes.append(f"{name}={env[name]} set: " + _env_why(rules, name))
     ranks = t * (len(ids) // t)
     swap_gib = swap_space(
         rules["flags"]["--swap-space"], t, version, hw_key, host_ram_mb, ranks, notes
@@ -166,6 +186,15 @@ def make_plan(
     flags = serve_flags(
         chosen, gpu_memory_utilization, hw, quant_flag, enforce_eager, expert_parallel, swap_gib
     )
+    flags += option_flags(rules, t, version, hw_key, model_type, enforce_eager, extra, notes)
+    extra_config = merged_additional_config(
+        rules, t, version, hw_key, model_type, additional_config, notes
+    )
+    flags += additional_config_argv(extra_config)
+    notes += removed_env_warnings(rules, vllm_ascend, extra_env)
+    cpu = cpu_binding_note(rules, vllm_ascend, hw_key, host_cpus, host_npus, host_arch)
+    if cpu and extra_config.get("enable_cpu_binding") is not False:
+        notes.append(cpu)
 
     def argv_for(replica_port: int) -> list[str]:
         where = ["--host", host, "--port", str(replica_port), "--served-model-name", name]
@@ -209,6 +238,7 @@ def make_plan(
         "enforce_eager": enforce_eager,
         "expert_parallel": expert_parallel,
         "swap_space_gib": swap_gib,
+        "additional_config": extra_config,
         "conversion": {
             "required": facts["needs_conversion"],
             "source": model_dir,
@@ -216,6 +246,12 @@ def make_plan(
         },
         **_result(chosen["reasons"], notes, launches, secret_env),
     }
+
+
+def _env_why(rules: dict, name: str) -> str:
+    """The rule's why and source for a planned environment variable."""
+    rule = next(r for r in rules["env"] if r["name"] == name)
+    return f"{rule['why']} ({rule['source']})"
 
 
 def _sizing_notes(chosen: dict, npus: int, max_pos: int, max_model_len: int | None) -> list[str]:

@@ -51,11 +51,16 @@ def _read(path: str, where: str | None = None) -> dict:
     return check_rules(rules, where)
 
 
-def rule_applies(when: dict, tp: int, version: tuple | None, hardware: str) -> bool:
-    """Whether a rule's ``when`` conditions hold (``version`` is a ``version_key`` or None)."""
+def rule_applies(
+    when: dict, tp: int, version: tuple | None, hardware: str, model_type: str | None = None
+) -> bool:
+    """Whether a rule's ``when`` conditions hold (``version`` is a ``version_key`` or None;
+    ``model_type_in`` holds only for a model whose config.json model_type is listed)."""
     if tp < when.get("tp_min", 1):
         return False
     if "hardware_in" in when and hardware not in when["hardware_in"]:
+        return False
+    if "model_type_in" in when and model_type not in when["model_type_in"]:
         return False
     bounds = [k for k in ("version_from", "version_below") if k in when]
     if bounds and version is None:

@@ -129,6 +129,13 @@ def check_extra_args(extra_args: list[str] | None) -> list[str]:
                 "extra_args must not carry --api-key (it would show in the process table); "
                 "use api_key_env and give the container VLLM_API_KEY"
             )
+        if flag == "--additional-config":
+            raise InputError(
+                "extra_args must not carry --additional-config: vLLM takes one such object and "
+                "the plan builds it; give its keys in vllm_service_additional_config (CLI: "
+                "ascend-deploy plan --additional-config JSON), they are merged with the planned "
+                "keys and win over them"
+            )
         if flag in PLANNED_FLAGS:
             raise InputError(
                 f"extra argument {flag} conflicts with the value the plan sets; use the "

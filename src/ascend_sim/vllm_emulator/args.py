@@ -106,6 +106,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-seqs", type=_positive, default=None)
     p.add_argument("--max-num-batched-tokens", type=_positive, default=None)
     _bool_opt(p, "--enable-chunked-prefill", None)  # accepted
+    # vLLM SchedulerConfig.async_scheduling (vllm/config/scheduler.py, vLLM >= 0.10.1), passed
+    # by vllm-ascend's Qwen3-Dense tutorials from v0.12.0rc1
+    _bool_opt(p, "--async-scheduling", None)  # accepted
     # Compilation / platform
     p.add_argument("--compilation-config", "-O", type=_json_arg, default=None)
     p.add_argument("--additional-config", type=_json_arg, default=None)

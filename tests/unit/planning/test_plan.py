@@ -422,6 +422,7 @@ def test_rules_live_in_data():
         "HCCL_OP_EXPANSION_MODE",
         "PYTORCH_NPU_ALLOC_CONF",
         "VLLM_USE_V1",
+        "VLLM_ASCEND_ENABLE_FLASHCOMM1",
     }
     assert rules["hardware"]["a2"]["fp8_native"] is False
     assert rules["hardware"]["a3"]["fp8_native"] is False
