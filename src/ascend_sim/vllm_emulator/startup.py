@@ -568,6 +568,24 @@ def _after_bind(args, row, beh, log: VLog, sock, t0) -> Deployment:
                 ],
                 loc="model_runner_v1.py:3480",
             )
+        headroom = budget.free_at_start - budget.requested
+        if budget.profiling and headroom < budget.graph:
+            # behaviour: check.capture_headroom
+            free = max(0, headroom) / GIB
+            _fail_engine(
+                log,
+                [
+                    M.NPU_OOM.format(
+                        alloc=budget.graph / GIB,
+                        npu=env.visible[0],
+                        total=budget.total / GIB,
+                        allocated=budget.requested / GIB,
+                        free=free,
+                        reserved=budget.requested / GIB,
+                    )
+                ],
+                loc="model_runner_v1.py:3480",
+            )
         log.info(
             "model_runner_v1.py:3480",
             M.GRAPH_CAPTURE_DONE.format(seconds=1, gib=budget.graph / GIB),
