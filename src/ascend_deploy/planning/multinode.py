@@ -64,7 +64,7 @@ from ..model.estimate import parameter_counts
 from ..model.info import inspect_model
 from ..model.tp_heads import facts_tp_sizes, tp_head_failure
 from .layout import container_visible_devices, hccl_base_port, planned_env
-from .memory import DEFAULT_MODEL, MemoryModel
+from .memory import DEFAULT_MODEL, MemoryModel, profiles_memory
 from .plan import kv_replication_notes, serve_flags
 from .rules import check_rules, shipped_rules
 from .tp import Sizing, size_for_tp
@@ -382,6 +382,7 @@ def plan_group(
             enforce_eager,
             max_model_len,
             max_num_seqs,
+            profiles_memory(vllm_ascend),
         )
         return {**size_for_tp(s, t), "dp": d, "pp": p, "ep": ep}
 

@@ -183,3 +183,12 @@ def test_cli_plan_group(tmp_path, capsys):
     f.write_text(json.dumps({"members": [{**raw[0], "address": "nope"}]}))
     assert main(["plan-group", "--model-dir", str(MODELS / "Qwen3-32B"), "--members", str(f)]) == 2
     assert "members[0].address" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("release", "model"), [("v0.23.0", "profiling"), ("v0.13.0", "pre-v0.15"), (None, "pre-v0.15")]
+)
+def test_the_group_is_sized_with_its_releases_memory_model(r1_w8a8, release, model):
+    """v0.15.0rc1+ size memory with vLLM's profiling (issue 23 item 4), in groups as alone."""
+    plan = plan_group(r1_w8a8, members(), vllm_ascend=release)
+    assert plan["memory"]["memory_model"] == model
